@@ -1,0 +1,613 @@
+//! The `probelens` command line: a drop-in for `msprobe graph_visualize`, writing the same
+//! `.vis.db`. All IO (files, clock, SQLite, terminal) lives here; the library does none.
+
+use probelens::error::{Error, Result};
+use probelens::export::{self, ConfigRow, DistNode, GraphExport, NodeRow, Sink, StackRow};
+use probelens::mapping::LayerMapping;
+use probelens::run::{self, Files, Plan, RunOptions};
+use rusqlite::{params, Connection};
+use std::borrow::Cow;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+const USAGE: &str = "usage: probelens graph_visualize -tp TARGET_PATH [-gp GOLDEN_PATH] -o OUTPUT_PATH \
+[-lm [LAYER_MAPPING]] [-fm] [-oc] [-progress_log] [-tensor_log]
+
+Builds (only -tp) or compares (-tp and -gp) msprobe dumps and writes build_<time>.vis.db or
+compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
+
+  -tp, --target_path DIR     NPU (debug side) dump: a rank folder, rank*/proc* folders, or step* folders
+  -gp, --golden_path DIR     Bench dump, same layout (absent: build a single graph)
+  -o,  --output_path DIR     output folder (created)
+  -lm, --layer_mapping [F]   match with a layer mapping yaml (bare -lm: the algorithm without rules)
+  -fm, --fuzzy_match         fuzzy matching (disables -lm, as in msprobe)
+  -oc, --overflow_check      mark nan/inf overflow levels
+  -progress_log              print PROGRESS: {...} lines
+  -tensor_log                accepted for compatibility (real-tensor logging)
+  --no-progress              no progress bar
+  --timing                   print stage timings to stderr
+
+Other commands:
+  probelens version";
+
+struct Args {
+    target: PathBuf,
+    golden: Option<PathBuf>,
+    output: PathBuf,
+    layer_mapping: Option<Option<PathBuf>>,
+    fuzzy: bool,
+    overflow: bool,
+    progress_log: bool,
+    no_progress: bool,
+    timing: bool,
+}
+
+fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
+    let mut target = None;
+    let mut golden = None;
+    let mut output = None;
+    let mut lm = None;
+    let (mut fuzzy, mut overflow, mut progress_log, mut no_progress, mut timing) =
+        (false, false, false, false, false);
+    let mut i = 0;
+    let value = |i: &mut usize, flag: &str| -> std::result::Result<PathBuf, String> {
+        *i += 1;
+        argv.get(*i)
+            .filter(|v| !v.starts_with('-') || v.len() == 1)
+            .map(PathBuf::from)
+            .ok_or_else(|| format!("argument {flag}: expected one argument"))
+    };
+    while i < argv.len() {
+        let a = argv[i].as_str();
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a, None),
+        };
+        match flag {
+            "-tp" | "--target_path" => {
+                target = Some(
+                    inline
+                        .map(PathBuf::from)
+                        .map_or_else(|| value(&mut i, flag), Ok)?,
+                )
+            }
+            "-gp" | "--golden_path" => {
+                golden = Some(
+                    inline
+                        .map(PathBuf::from)
+                        .map_or_else(|| value(&mut i, flag), Ok)?,
+                )
+            }
+            "-o" | "--output_path" => {
+                output = Some(
+                    inline
+                        .map(PathBuf::from)
+                        .map_or_else(|| value(&mut i, flag), Ok)?,
+                )
+            }
+            "-lm" | "--layer_mapping" => {
+                if let Some(v) = inline {
+                    lm = Some(Some(PathBuf::from(v)));
+                } else if argv.get(i + 1).is_some_and(|v| !v.starts_with('-')) {
+                    i += 1;
+                    lm = Some(Some(PathBuf::from(&argv[i])));
+                } else {
+                    lm = Some(None);
+                }
+            }
+            "-fm" | "--fuzzy_match" => fuzzy = true,
+            "-oc" | "--overflow_check" => overflow = true,
+            "-progress_log" | "--is_print_progress_log" => progress_log = true,
+            "-tensor_log" | "--is_print_compare_log" => {}
+            "--no-progress" => no_progress = true,
+            "--timing" => timing = true,
+            "--rank_size" | "--tp" | "--pp" | "--vpp" | "--order" | "--file_type" => {
+                return Err(format!(
+                    "argument {flag}: parallel merge is not supported yet"
+                ));
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unrecognized argument: {other}")),
+        }
+        i += 1;
+    }
+    Ok(Args {
+        target: target.ok_or("the following arguments are required: -tp/--target_path")?,
+        golden,
+        output: output.ok_or("the following arguments are required: -o/--output_path")?,
+        layer_mapping: lm,
+        fuzzy,
+        overflow,
+        progress_log,
+        no_progress,
+        timing,
+    })
+}
+
+/// Files under a root folder on disk.
+struct FsFiles {
+    root: PathBuf,
+    shown: String,
+}
+
+impl FsFiles {
+    fn new(root: &Path) -> Result<FsFiles> {
+        let meta = std::fs::metadata(root)
+            .map_err(|e| Error::input(root.display().to_string(), format!("cannot open: {e}")))?;
+        if !meta.is_dir() {
+            return Err(Error::input(
+                root.display().to_string(),
+                "not a folder (the dump path must be a folder)",
+            ));
+        }
+        Ok(FsFiles {
+            root: root.to_path_buf(),
+            shown: root.display().to_string(),
+        })
+    }
+}
+
+impl Files for FsFiles {
+    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
+        let p = self.root.join(dir);
+        let rd = std::fs::read_dir(&p)
+            .map_err(|e| Error::input(self.display(dir), format!("cannot list: {e}")))?;
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let is_dir = std::fs::metadata(e.path())
+                .map(|m| m.is_dir())
+                .unwrap_or(false);
+            out.push((e.file_name().to_string_lossy().into_owned(), is_dir));
+        }
+        Ok(out)
+    }
+    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
+        let p = self.root.join(path);
+        match std::fs::read(&p) {
+            Ok(b) => Ok(Cow::Owned(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(Error::input(self.display(path), "file not found (graph_visualize needs dump.json, construct.json and stack.json in every rank folder)"))
+            }
+            Err(e) => Err(Error::input(self.display(path), format!("cannot read: {e}"))),
+        }
+    }
+    fn display(&self, path: &str) -> String {
+        if path.is_empty() {
+            self.shown.clone()
+        } else {
+            format!("{}/{}", self.shown.trim_end_matches('/'), path)
+        }
+    }
+}
+
+/// `time.strftime("%Y%m%d%H%M%S")` (UTC; msprobe uses local time, which is UTC on our machines).
+fn timestamp() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil from days (Howard Hinnant).
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    format!("{y:04}{mo:02}{d:02}{h:02}{m:02}{s:02}")
+}
+
+const NODES_SQL: &str = "CREATE TABLE IF NOT EXISTS tb_nodes (
+    id TEXT PRIMARY KEY,
+    graph_id TEXT NOT NULL,
+    node_order INTEGER NOT NULL,
+    node_name TEXT NOT NULL,
+    node_type TEXT NOT NULL,
+    up_node TEXT,
+    sub_nodes TEXT,
+    precision_index INTEGER,
+    overflow_level TEXT,
+    micro_step_id INTEGER NOT NULL,
+    matched_node_link TEXT,
+    stack_id TEXT,
+    parallel_merge_info TEXT,
+    matched_distributed TEXT,
+    modified INTEGER NOT NULL,
+    input_data TEXT,
+    output_data TEXT,
+    data_source TEXT,
+    dump_data_dir TEXT,
+    step INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    is_distributed INTEGER
+);";
+const STACK_SQL: &str = "CREATE TABLE IF NOT EXISTS tb_stack (
+    id TEXT PRIMARY KEY,
+    stack_info TEXT
+);";
+const CONFIG_SQL: &str = "CREATE TABLE IF NOT EXISTS tb_config (
+    id TEXT PRIMARY KEY,
+    graph_type TEXT NOT NULL,
+    task TEXT,
+    tool_tip TEXT,
+    micro_steps INTEGER,
+    overflow_check INTEGER,
+    node_colors TEXT NOT NULL,
+    rank_list TEXT NOT NULL,
+    step_list TEXT NOT NULL
+);";
+const INDEXES: [(&str, &str); 7] = [
+    ("index1", "step, rank, data_source, up_node, node_order"),
+    ("index2", "step, rank, data_source, node_name"),
+    ("index3", "step, rank, data_source, node_order"),
+    ("index4", "step, rank, node_order"),
+    ("index5", "step, rank, micro_step_id, node_order"),
+    ("index6", "step, rank, modified, matched_node_link"),
+    ("index7", "is_distributed"),
+];
+
+struct DbSink<'c> {
+    nodes: rusqlite::Statement<'c>,
+    stacks: rusqlite::Statement<'c>,
+    error: Option<rusqlite::Error>,
+    count: usize,
+}
+
+impl Sink for DbSink<'_> {
+    fn node(&mut self, r: NodeRow) {
+        if self.error.is_some() {
+            return;
+        }
+        let precision: Option<rusqlite::types::Value> = r.precision_index.map(|p| {
+            if p.fract() == 0.0 {
+                rusqlite::types::Value::Integer(p as i64)
+            } else {
+                rusqlite::types::Value::Real(p)
+            }
+        });
+        let res = self.nodes.execute(params![
+            r.id,
+            r.graph_id,
+            r.node_order,
+            r.node_name,
+            r.node_type,
+            r.up_node,
+            r.sub_nodes,
+            precision,
+            r.overflow_level,
+            r.micro_step_id,
+            r.matched_node_link,
+            r.stack_id,
+            r.parallel_merge_info,
+            r.matched_distributed,
+            r.modified,
+            r.input_data,
+            r.output_data,
+            r.data_source,
+            r.dump_data_dir,
+            r.step,
+            r.rank,
+            r.is_distributed
+        ]);
+        self.count += 1;
+        if let Err(e) = res {
+            self.error = Some(e);
+        }
+    }
+    fn stack(&mut self, r: StackRow) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.stacks.execute(params![r.id, r.stack_info]) {
+            self.error = Some(e);
+        }
+    }
+}
+
+struct Progress {
+    bar: bool,
+    log: bool,
+    total: usize,
+    start: Instant,
+}
+
+impl Progress {
+    fn update(&self, done: usize, what: &str) {
+        let pct = if self.total == 0 {
+            100
+        } else {
+            done * 100 / self.total
+        };
+        if self.log {
+            println!("PROGRESS: {{\"current_progress\": {pct}, \"process_running\": {}, \"error_msg\": []}}", done < self.total);
+        }
+        if self.bar {
+            let width = 30;
+            let filled = width * pct / 100;
+            eprint!(
+                "\r[Graph] Overall Progress: {:>3}%|{}{}| {:.1}s {what:<40}",
+                pct,
+                "█".repeat(filled),
+                " ".repeat(width - filled),
+                self.start.elapsed().as_secs_f64()
+            );
+            if done >= self.total {
+                eprintln!();
+            }
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    Error::input(
+        path.display().to_string(),
+        format!("cannot write the database: {e}"),
+    )
+}
+
+fn graph_visualize(a: &Args) -> Result<PathBuf> {
+    let t0 = Instant::now();
+    let npu = FsFiles::new(&a.target)?;
+    let bench = match &a.golden {
+        Some(g) => Some(FsFiles::new(g)?),
+        None => None,
+    };
+    let plan: Plan = run::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?;
+    let layer_mapping = match &a.layer_mapping {
+        None => None,
+        Some(None) => Some(LayerMapping::empty()),
+        Some(Some(p)) => {
+            let text = std::fs::read(p).map_err(|e| {
+                Error::input(
+                    p.display().to_string(),
+                    format!("cannot read the layer mapping: {e}"),
+                )
+            })?;
+            let text = String::from_utf8(text).map_err(|_| {
+                Error::input(
+                    p.display().to_string(),
+                    "the layer mapping is not UTF-8 text",
+                )
+            })?;
+            Some(LayerMapping::parse(&p.display().to_string(), &text)?)
+        }
+    };
+    let opts = RunOptions {
+        layer_mapping,
+        fuzzy: a.fuzzy,
+        overflow_check: a.overflow,
+    };
+    std::fs::create_dir_all(&a.output).map_err(|e| {
+        Error::input(
+            a.output.display().to_string(),
+            format!("cannot create the output folder: {e}"),
+        )
+    })?;
+    let kind = if bench.is_some() { "compare" } else { "build" };
+    let db_path = a.output.join(format!("{kind}_{}.vis.db", timestamp()));
+    let tmp_path = db_path.with_extension("db.part");
+    let _ = std::fs::remove_file(&tmp_path);
+    let mut conn = Connection::open(&tmp_path).map_err(|e| db_err(&db_path, e))?;
+    conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+        .map_err(|e| db_err(&db_path, e))?;
+    for sql in [NODES_SQL, STACK_SQL, CONFIG_SQL] {
+        conn.execute_batch(sql).map_err(|e| db_err(&db_path, e))?;
+    }
+    let progress = Progress {
+        bar: !a.no_progress && std::io::stderr().is_terminal(),
+        log: a.progress_log,
+        total: plan.pairs.len(),
+        start: t0,
+    };
+    let mut config: Option<ConfigRow> = None;
+    // (data_source, step) -> ranks -> distributed nodes
+    let mut dist: Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)> = Vec::new();
+    let tx = conn.transaction().map_err(|e| db_err(&db_path, e))?;
+    {
+        let mut sink = DbSink {
+            nodes: tx
+                .prepare("INSERT INTO tb_nodes (id, graph_id, node_order, node_name, node_type, up_node, sub_nodes, precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, parallel_merge_info, matched_distributed, modified, input_data, output_data, data_source, dump_data_dir, step, rank, is_distributed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                .map_err(|e| db_err(&db_path, e))?,
+            stacks: tx.prepare("INSERT INTO tb_stack (id, stack_info) VALUES (?, ?)").map_err(|e| db_err(&db_path, e))?,
+            error: None,
+            count: 0,
+        };
+        progress.update(0, "building graphs");
+        for (i, pair) in plan.pairs.iter().enumerate() {
+            let tp = Instant::now();
+            let nd = run::load_rank(&npu, &pair.npu_dir)?;
+            let bd = match (&bench, &pair.bench_dir) {
+                (Some(b), Some(d)) => Some(run::load_rank(b, d)?),
+                _ => None,
+            };
+            let t_parse = tp.elapsed();
+            let res = run::run_pair(nd, bd, &opts)?;
+            let t_cmp = tp.elapsed();
+            for d in &res.diagnostics {
+                eprintln!("probelens: {d}");
+            }
+            let dump_dir =
+                |files: &FsFiles, dir: &str, d: &probelens::dump::RankDump| -> Option<String> {
+                    let dd = d.dump_data_dir.as_ref()?;
+                    let base = std::fs::canonicalize(files.root.join(dir)).ok()?;
+                    let parent = Path::new(dd)
+                        .parent()
+                        .map(Path::to_path_buf)
+                        .unwrap_or_default();
+                    Some(if parent == base {
+                        dd.clone()
+                    } else {
+                        base.join("dump_tensor_data").display().to_string()
+                    })
+                };
+            let nx = GraphExport {
+                graph: &res.npu.graph,
+                dump: &res.npu.dump,
+                other: res.bench.as_ref().map(|b| &b.graph),
+                comparison: res.comparison.as_ref(),
+                mode: res.mode,
+                data_source: "NPU",
+                step: pair.step,
+                rank: pair.rank,
+                dump_data_dir: dump_dir(&npu, &pair.npu_dir, &res.npu.dump),
+            };
+            let dn = export::export_graph(&nx, &mut sink);
+            push_dist(&mut dist, "NPU", pair.step, pair.rank, dn);
+            if let (Some(b), Some(bf), Some(bdir)) = (&res.bench, &bench, &pair.bench_dir) {
+                let bx = GraphExport {
+                    graph: &b.graph,
+                    dump: &b.dump,
+                    other: Some(&res.npu.graph),
+                    comparison: None,
+                    mode: res.mode,
+                    data_source: "Bench",
+                    step: pair.step,
+                    rank: pair.rank,
+                    dump_data_dir: dump_dir(bf, bdir, &b.dump),
+                };
+                let db = export::export_graph(&bx, &mut sink);
+                push_dist(&mut dist, "Bench", pair.step, pair.rank, db);
+            }
+            if let Some(e) = sink.error.take() {
+                return Err(db_err(&db_path, e));
+            }
+            if config.is_none() {
+                let compare = res.bench.is_some();
+                config = Some(ConfigRow {
+                    graph_type: if compare { "compare" } else { "build" },
+                    task: if compare {
+                        probelens::compare::mode_task(res.mode)
+                    } else {
+                        ""
+                    },
+                    tool_tip: compare.then(|| export::tool_tip(res.mode)),
+                    micro_steps: res.micro_steps,
+                    overflow_check: a.overflow as i64,
+                    node_colors: if compare {
+                        export::node_colors(res.mode)
+                    } else {
+                        "null".into()
+                    },
+                    rank_list: export::int_list(&plan.rank_list()),
+                    step_list: export::int_list(&plan.step_list),
+                });
+            }
+            if a.timing {
+                eprintln!(
+                    "probelens: step {} rank {}: parse {:.3}s, build+compare {:.3}s, export {:.3}s",
+                    pair.step,
+                    pair.rank,
+                    t_parse.as_secs_f64(),
+                    (t_cmp - t_parse).as_secs_f64(),
+                    (tp.elapsed() - t_cmp).as_secs_f64()
+                );
+            }
+            progress.update(i + 1, &format!("step {} rank {}", pair.step, pair.rank));
+        }
+    }
+    if let Some(c) = &config {
+        tx.execute(
+            "INSERT OR IGNORE INTO tb_config (id, graph_type, task, tool_tip, micro_steps, overflow_check, node_colors, rank_list, step_list) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            params!["1", c.graph_type, c.task, c.tool_tip, c.micro_steps, c.overflow_check, c.node_colors, c.rank_list, c.step_list],
+        )
+        .map_err(|e| db_err(&db_path, e))?;
+    }
+    tx.commit().map_err(|e| db_err(&db_path, e))?;
+    let te = Instant::now();
+    for (name, cols) in INDEXES {
+        conn.execute_batch(&format!(
+            "CREATE INDEX IF NOT EXISTS {name} ON tb_nodes ({cols});"
+        ))
+        .map_err(|e| db_err(&db_path, e))?;
+    }
+    if plan.kind != run::Kind::Files {
+        let tx = conn.transaction().map_err(|e| db_err(&db_path, e))?;
+        for (source, step, ranks) in &dist {
+            for u in export::distributed_analyse(ranks, a.overflow, source, *step) {
+                tx.execute(
+                    "UPDATE tb_nodes SET matched_distributed = ? WHERE step = ? AND rank = ? AND data_source = ? AND node_name = ?",
+                    params![u.matched_distributed, u.step, u.rank, u.data_source, u.node_name],
+                )
+                .map_err(|e| db_err(&db_path, e))?;
+            }
+        }
+        tx.commit().map_err(|e| db_err(&db_path, e))?;
+    }
+    drop(conn);
+    std::fs::rename(&tmp_path, &db_path)
+        .map_err(|e| Error::input(db_path.display().to_string(), format!("cannot write: {e}")))?;
+    if a.timing {
+        eprintln!(
+            "probelens: indexes {:.3}s, total {:.3}s",
+            te.elapsed().as_secs_f64(),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(db_path)
+}
+
+fn push_dist(
+    dist: &mut Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)>,
+    source: &'static str,
+    step: i64,
+    rank: i64,
+    nodes: Vec<DistNode>,
+) {
+    if nodes.is_empty() {
+        return;
+    }
+    match dist
+        .iter_mut()
+        .find(|(s, st, _)| *s == source && *st == step)
+    {
+        Some((_, _, ranks)) => ranks.push((rank, nodes)),
+        None => dist.push((source, step, vec![(rank, nodes)])),
+    }
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let code = match argv.first().map(String::as_str) {
+        Some("graph_visualize") => match parse_args(&argv[1..]) {
+            Ok(a) => match graph_visualize(&a) {
+                Ok(p) => {
+                    println!("probelens: wrote {}", p.display());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("probelens: error: {e}");
+                    1
+                }
+            },
+            Err(msg) if msg.is_empty() => {
+                println!("{USAGE}");
+                0
+            }
+            Err(msg) => {
+                eprintln!("{USAGE}\nprobelens graph_visualize: error: {msg}");
+                2
+            }
+        },
+        Some("version") | Some("--version") | Some("-V") => {
+            println!("probelens {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Some("-h") | Some("--help") | Some("help") | None => {
+            println!("{USAGE}");
+            0
+        }
+        Some(other) => {
+            eprintln!("probelens: unknown command '{other}'\n{USAGE}");
+            2
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,1039 @@
+//! Matching NPU nodes to bench nodes and comparing their tensors (msprobe's `GraphComparator`,
+//! `get_accuracy` and the indicator checkers).
+//!
+//! Results are written as a side table ([`Comparison::results`]): for each compared NPU node, the
+//! compare columns of each of its items. The graphs only receive `partner` links and
+//! `precision_index`.
+
+use crate::dump::RankDump;
+use crate::error::{Diagnostic, Error, Result};
+use crate::graph::{Graph, NodeId, NodeOp, Precision, ROOT};
+use crate::items::{k, Item, ItemMap, Mode, Num, Py, State};
+use crate::json::{KeyId, Store};
+use crate::mapping::{api_mapping, LayerMapping};
+use crate::pyfmt::float_repr;
+use std::collections::{HashMap, VecDeque};
+
+/// Options of one compare.
+#[derive(Debug, Clone, Default)]
+pub struct CompareOptions {
+    /// `-fm`
+    pub fuzzy: bool,
+    /// `-lm [yaml]`: Some(mapping) enables layer-mapping matching (an empty mapping = bare `-lm`).
+    pub layer_mapping: Option<LayerMapping>,
+}
+
+/// Compare columns written into one item.
+pub type ItemResult = Vec<(KeyId, Py)>;
+
+/// The outcome of comparing two graphs.
+#[derive(Debug, Default)]
+pub struct Comparison {
+    /// NPU node -> (item key -> compare columns), in the order msprobe writes them.
+    pub results: HashMap<NodeId, Vec<(String, ItemResult)>>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// msprobe's compare mode from the two dumps (`get_dump_mode`).
+pub fn compare_mode(npu: &RankDump, bench: &RankDump) -> Result<Mode> {
+    for d in [npu, bench] {
+        if d.task.as_deref().unwrap_or("").is_empty() {
+            return Err(Error::schema(
+                &d.names.dump,
+                "task",
+                "the dump task is empty or missing",
+            ));
+        }
+        if !d.has_data_key {
+            return Err(Error::schema(
+                &d.names.dump,
+                "data",
+                "missing 'data' in dump.json",
+            ));
+        }
+    }
+    let (tn, tb) = (
+        npu.task.as_deref().unwrap_or(""),
+        bench.task.as_deref().unwrap_or(""),
+    );
+    if tn != tb {
+        return Err(Error::input(
+            format!("{} / {}", npu.names.dump, bench.names.dump),
+            format!("the dump tasks differ (NPU \"{tn}\", Bench \"{tb}\"); both sides must be dumped with the same task"),
+        ));
+    }
+    match tn {
+        "tensor" => Ok(Mode::RealData),
+        "structure" => Ok(Mode::Structure),
+        "statistics" => match (npu.has_md5, bench.has_md5) {
+            (true, true) => Ok(Mode::Md5),
+            (false, false) => Ok(Mode::Summary),
+            _ => Err(Error::input(
+                format!("{} / {}", npu.names.dump, bench.names.dump),
+                "one side has md5 values and the other has not; dump both sides with the same summary_mode (statistics or md5)",
+            )),
+        },
+        other => Err(Error::schema(
+            &npu.names.dump,
+            "task",
+            format!("compare applies only to task \"tensor\", \"statistics\" or \"structure\", found \"{other}\""),
+        )),
+    }
+}
+
+/// The `task` written to tb_config for a mode.
+pub fn mode_task(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Build => "",
+        Mode::Summary => "summary",
+        Mode::Md5 => "md5",
+        Mode::RealData => "all",
+        Mode::Structure => "structure",
+    }
+}
+
+struct Ctx<'a> {
+    gn: &'a mut Graph,
+    dn: &'a RankDump,
+    gb: &'a mut Graph,
+    db: &'a RankDump,
+    mode: Mode,
+    out: Comparison,
+}
+
+/// Matches and compares `gn` (NPU) against `gb` (bench), as `GraphComparator.compare`.
+pub fn compare(
+    gn: &mut Graph,
+    dn: &RankDump,
+    gb: &mut Graph,
+    db: &RankDump,
+    mode: Mode,
+    opts: &CompareOptions,
+) -> Comparison {
+    let mut mapping: Option<HashMap<String, String>> = None;
+    let mut diagnostics = Vec::new();
+    if let Some(lm) = &opts.layer_mapping {
+        match api_mapping(dn, db, lm) {
+            Ok(m) => mapping = Some(m),
+            Err(why) => {
+                diagnostics.push(Diagnostic::warning(
+                    "",
+                    format!("the layer mapping is not effective (msprobe: \"The layer mapping file parsing failed\"): {why}"),
+                ));
+                mapping = Some(HashMap::new());
+            }
+        }
+    }
+    let mut cx = Ctx {
+        gn,
+        dn,
+        gb,
+        db,
+        mode,
+        out: Comparison {
+            results: HashMap::new(),
+            diagnostics,
+        },
+    };
+    let mut queue: VecDeque<NodeId> = VecDeque::from([ROOT]);
+    while let Some(n) = queue.pop_front() {
+        if opts.fuzzy {
+            cx.fuzzy_one(n);
+        } else if let Some(m) = &mapping {
+            let name = &cx.gn.nodes[n as usize].name;
+            let target = m.get(name).map(String::as_str).unwrap_or(name);
+            if let Some(b) = cx.gb.get(target) {
+                cx.link(n, b);
+                cx.compare_pair(n, b);
+            }
+        } else {
+            let name = &cx.gn.nodes[n as usize].name;
+            if let Some(b) = cx.gb.get(name) {
+                let an: Vec<&str> = cx
+                    .gn
+                    .ancestors(n)
+                    .iter()
+                    .map(|a| cx.gn.nodes[*a as usize].name.as_str())
+                    .collect();
+                let ab: Vec<&str> = cx
+                    .gb
+                    .ancestors(b)
+                    .iter()
+                    .map(|a| cx.gb.nodes[*a as usize].name.as_str())
+                    .collect();
+                if an == ab {
+                    cx.link(n, b);
+                    cx.compare_pair(n, b);
+                }
+            }
+        }
+        queue.extend(cx.gn.nodes[n as usize].children.iter().copied());
+    }
+    collection_index(cx.gn);
+    cx.out
+}
+
+/// `_handle_api_collection_index`: a collection takes the worst verdict of its APIs.
+pub fn collection_index(gn: &mut Graph) {
+    let root_children = gn.nodes[ROOT as usize].children.clone();
+    for c in root_children {
+        if gn.nodes[c as usize].op != NodeOp::ApiCollection {
+            continue;
+        }
+        let mut p = 0.0f64;
+        for a in gn.nodes[c as usize].children.clone() {
+            let v = gn.nodes[a as usize].precision.map(|x| x.0).unwrap_or(0.0);
+            if v > p {
+                p = v;
+            }
+        }
+        gn.nodes[c as usize].precision = Some(Precision(p));
+    }
+}
+
+impl Ctx<'_> {
+    fn link(&mut self, n: NodeId, b: NodeId) {
+        self.gn.nodes[n as usize].partner = Some(b);
+        self.gb.nodes[b as usize].partner = Some(n);
+    }
+
+    fn fuzzy_one(&mut self, n: NodeId) {
+        if self.gn.nodes[n as usize].op == NodeOp::FunctionApi {
+            return;
+        }
+        let Some(b) = self.gb.get(&self.gn.nodes[n as usize].name) else {
+            return;
+        };
+        self.link(n, b);
+        self.compare_pair(n, b);
+        let rn = recount(self.gn, n);
+        let rb: HashMap<String, NodeId> = recount(self.gb, b).into_iter().collect();
+        for (key, api_n) in rn {
+            let Some(&api_b) = rb.get(&key) else { continue };
+            self.link(api_n, api_b);
+            self.compare_pair(api_n, api_b);
+        }
+    }
+
+    fn compare_pair(&mut self, n: NodeId, b: NodeId) {
+        if matches!(self.mode, Mode::RealData) {
+            // Real-tensor metrics are not computed yet: matched, without a verdict.
+            return;
+        }
+        let (in_n, out_n) = self.gn.io(self.dn, n);
+        let (in_b, out_b) = self.gb.io(self.db, b);
+        let name = self.gn.nodes[n as usize].name.clone();
+        let rows = match rows_for(
+            &self.dn.store,
+            &in_n,
+            &out_n,
+            &self.db.store,
+            &in_b,
+            &out_b,
+            self.mode,
+        ) {
+            Ok(r) => r,
+            Err(why) => {
+                self.out.diagnostics.push(Diagnostic::warning(
+                    &self.dn.names.dump,
+                    format!("{name}: not compared: {why}"),
+                ));
+                return;
+            }
+        };
+        if rows.is_empty() {
+            return;
+        }
+        if self.mode == Mode::Structure {
+            self.out.diagnostics.push(Diagnostic::warning(
+                &self.dn.names.dump,
+                format!(
+                    "{name}: a structure dump with data cannot be compared (msprobe fails here)"
+                ),
+            ));
+            return;
+        }
+        let (level, rows) = run_checkers(&self.dn.store, &self.db.store, rows, self.mode);
+        let mut res: Vec<(String, ItemResult)> = Vec::new();
+        for r in rows {
+            let cols = r.columns(self.mode);
+            if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == r.n_name) {
+                slot.1 = cols;
+            } else {
+                res.push((r.n_name.clone(), cols));
+            }
+        }
+        self.out.results.insert(n, res);
+        let mut p = match level {
+            Level::Pass => 0.0,
+            Level::Warning => 0.5,
+            Level::Error => 1.0,
+        };
+        if let Some(seg) = name.split('.').nth(1) {
+            if IGNORE_PRECISION.contains(&seg) {
+                p = if self.mode == Mode::Md5 { 1.0 } else { 0.0 };
+            }
+        }
+        self.gn.nodes[n as usize].precision = Some(Precision(p));
+    }
+}
+
+const IGNORE_PRECISION: [&str; 6] = [
+    "empty",
+    "empty_like",
+    "empty_with_format",
+    "new_empty_strided",
+    "new_empty",
+    "empty_strided",
+];
+
+/// `_recount_api_node`: direct API children keyed by name without call counters, numbered 1, 2, ...
+fn recount(g: &Graph, id: NodeId) -> Vec<(String, NodeId)> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for c in &g.nodes[id as usize].children {
+        let node = &g.nodes[*c as usize];
+        if node.op != NodeOp::FunctionApi {
+            continue;
+        }
+        let mut key = strip_counters(&node.name);
+        if key.contains("_rank") {
+            key = strip_rank(&key);
+        }
+        let n = counts.entry(key.clone()).or_insert(0);
+        *n += 1;
+        out.push((format!("{key}{n}"), *c));
+    }
+    out
+}
+
+/// `re.sub(r'\.\d+\.', '.', s)`: non-overlapping `.digits.` runs become `.`.
+fn strip_counters(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'.' {
+            let mut j = i + 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > i + 1 && j < b.len() && b[j] == b'.' {
+                out.push('.');
+                i = j + 1;
+                continue;
+            }
+        }
+        // Push one char (UTF-8 safe).
+        let ch = s[i..].chars().next().unwrap_or('\u{FFFD}');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// `re.sub(r'_rank\d+', '', s)`.
+fn strip_rank(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(p) = rest.find("_rank") {
+        let after = &rest[p + 5..];
+        let digits = after.bytes().take_while(|c| c.is_ascii_digit()).count();
+        if digits > 0 {
+            out.push_str(&rest[..p]);
+            rest = &after[digits..];
+        } else {
+            out.push_str(&rest[..p + 5]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Pass,
+    Warning,
+    Error,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Pass => "pass",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+}
+
+/// Which store a row value lives in (NPU or bench items).
+#[derive(Debug, Clone, PartialEq)]
+struct V {
+    py: Py,
+    bench: bool,
+}
+
+/// One compare row (a line of msprobe's compare table).
+#[derive(Debug, Clone)]
+struct Row {
+    n_name: String,
+    b_name: String,
+    n_dtype: Py,
+    b_dtype: V,
+    n_shape: Py,
+    b_shape: V,
+    n_rg: Py,
+    b_rg: V,
+    /// Max/Min/Mean/L2norm diff, then the four relative errors.
+    cols: [Py; 8],
+    n_stats: [Py; 4],
+    b_stats: [V; 4],
+    n_md5: Py,
+    b_md5: V,
+    rg_consistent: bool,
+    level: Level,
+    msgs: Vec<&'static str>,
+    extra: bool,
+}
+
+impl Row {
+    fn is_output(&self) -> bool {
+        self.n_name.contains(".output.")
+    }
+    fn columns(&self, mode: Mode) -> ItemResult {
+        let err = crate::pyfmt::json_str_list(&self.msgs);
+        match mode {
+            Mode::Md5 => vec![
+                (k::RESULT, Py::S(self.level.as_str().into())),
+                (k::RG_CONSISTENT, Py::B(self.rg_consistent)),
+                (k::ERR_MESSAGE, Py::S(err)),
+            ],
+            _ => {
+                let keys = [
+                    k::MAX_DIFF,
+                    k::MIN_DIFF,
+                    k::MEAN_DIFF,
+                    k::NORM_DIFF,
+                    k::MAX_REL,
+                    k::MIN_REL,
+                    k::MEAN_REL,
+                    k::NORM_REL,
+                ];
+                let mut v: ItemResult = keys
+                    .iter()
+                    .zip(self.cols.iter())
+                    .map(|(kk, c)| (*kk, c.clone()))
+                    .collect();
+                v.push((k::RG_CONSISTENT, Py::B(self.rg_consistent)));
+                v.push((k::RESULT, Py::S(self.level.as_str().into())));
+                v.push((k::ERR_MESSAGE, Py::S(err)));
+                v
+            }
+        }
+    }
+}
+
+struct Merged {
+    names: Vec<String>,
+    rg: Vec<Py>,
+    summary: Vec<[Py; 4]>,
+    /// (dtype, shape, md5) per section: input, parameters, output, parameters_grad.
+    structs: [Vec<(Py, Py, Py)>; 4],
+}
+
+fn merge(items: impl Iterator<Item = Item>) -> Result<Merged, String> {
+    let mut m = Merged {
+        names: Vec::new(),
+        rg: Vec::new(),
+        summary: Vec::new(),
+        structs: Default::default(),
+    };
+    let mut debug = 0usize;
+    for it in items {
+        m.names.push(it.full_op_name.clone());
+        m.rg.push(it.get_or_none(k::REQUIRES_GRAD));
+        let sec = match it.state {
+            State::Input => 0,
+            State::Parameters => 1,
+            State::Output => 2,
+            State::ParametersGrad => 3,
+            State::Debug => {
+                debug += 1;
+                continue;
+            }
+        };
+        m.structs[sec].push((
+            it.get_or_none(k::DTYPE),
+            it.get_or_none(k::SHAPE),
+            it.get_or_none(k::MD5),
+        ));
+        let s = |key| {
+            let v = it.get_or_none(key);
+            if v.is_none() {
+                Py::S("None".into())
+            } else {
+                v
+            }
+        };
+        m.summary
+            .push([s(k::MAX), s(k::MIN), s(k::MEAN), s(k::NORM)]);
+    }
+    if debug > 0 {
+        return Err("debug items cannot be compared (names and structs do not match)".into());
+    }
+    Ok(m)
+}
+
+fn is_num(p: &Py, store: &Store) -> Option<Num> {
+    p.num(store)
+}
+
+/// `process_summary_data`: NaN floats become the string 'Nan'.
+fn process(p: &Py) -> Py {
+    match p {
+        Py::F(f) | Py::V(crate::json::Val::Float(f)) if f.is_nan() => Py::S("Nan".into()),
+        other => other.clone(),
+    }
+}
+
+fn is_tab_value(p: &Py, store: &Store) -> bool {
+    let s = p.to_py_str(store);
+    s == "inf" || s == "-inf" || s == "nan"
+}
+
+fn tabbed(p: &Py, store: &Store) -> Py {
+    if is_tab_value(p, store) {
+        Py::S(format!("{}\t", p.to_py_str(store)))
+    } else {
+        p.clone()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn rows_for(
+    sn: &Store,
+    in_n: &ItemMap,
+    out_n: &ItemMap,
+    sb: &Store,
+    in_b: &ItemMap,
+    out_b: &ItemMap,
+    mode: Mode,
+) -> Result<Vec<Row>, String> {
+    let mn = merge(in_n.iter().chain(out_n.iter()).map(|(_, it)| it.clone()))?;
+    let mb = merge(in_b.iter().chain(out_b.iter()).map(|(_, it)| it.clone()))?;
+    let mut rows = Vec::new();
+    let (mut n_start, mut b_start) = (0usize, 0usize);
+    for sec in 0..4 {
+        let n_len = mn.structs[sec].len();
+        let b_len = mb.structs[sec].len();
+        for index in 0..n_len.min(b_len) {
+            let n_struct = &mn.structs[sec][index];
+            let b_struct = &mb.structs[sec][index];
+            let n_rg = mn.rg.get(n_start + index).cloned().unwrap_or(Py::None);
+            let b_rg = mb.rg.get(b_start + index).cloned().unwrap_or(Py::None);
+            let rg_consistent = py_eq_cross(&n_rg, sn, &b_rg, sb);
+            let mut row = Row {
+                n_name: mn.names.get(n_start + index).cloned().unwrap_or_default(),
+                b_name: mb.names.get(b_start + index).cloned().unwrap_or_default(),
+                n_dtype: n_struct.0.clone(),
+                b_dtype: V {
+                    py: b_struct.0.clone(),
+                    bench: true,
+                },
+                n_shape: n_struct.1.clone(),
+                b_shape: V {
+                    py: b_struct.1.clone(),
+                    bench: true,
+                },
+                n_rg,
+                b_rg: V {
+                    py: b_rg,
+                    bench: true,
+                },
+                cols: std::array::from_fn(|_| Py::S(" ".into())),
+                n_stats: std::array::from_fn(|_| Py::None),
+                b_stats: std::array::from_fn(|_| V {
+                    py: Py::None,
+                    bench: true,
+                }),
+                n_md5: n_struct.2.clone(),
+                b_md5: V {
+                    py: b_struct.2.clone(),
+                    bench: true,
+                },
+                rg_consistent,
+                level: Level::Pass,
+                msgs: Vec::new(),
+                extra: false,
+            };
+            if mode != Mode::Md5 {
+                let ns = mn
+                    .summary
+                    .get(n_start + index)
+                    .cloned()
+                    .unwrap_or_else(|| std::array::from_fn(|_| Py::None));
+                let bs = mb
+                    .summary
+                    .get(b_start + index)
+                    .cloned()
+                    .unwrap_or_else(|| std::array::from_fn(|_| Py::None));
+                row.n_stats = std::array::from_fn(|i| process(&ns[i]));
+                row.b_stats = std::array::from_fn(|i| V {
+                    py: process(&bs[i]),
+                    bench: true,
+                });
+                if mode == Mode::Summary {
+                    for i in 0..4 {
+                        let (d, r) = rela_diff(&ns[i], sn, &bs[i], sb);
+                        row.cols[i] = d;
+                        row.cols[i + 4] = r;
+                    }
+                    for c in row.cols.iter_mut() {
+                        *c = tabbed(c, sn);
+                    }
+                    for c in row.n_stats.iter_mut() {
+                        *c = tabbed(c, sn);
+                    }
+                    for c in row.b_stats.iter_mut() {
+                        c.py = tabbed(&c.py, sb);
+                    }
+                }
+            }
+            rows.push(row);
+        }
+        if n_len > b_len {
+            for index in b_len..n_len {
+                let n_struct = &mn.structs[sec][index];
+                let nan = || V {
+                    py: Py::S("Nan".into()),
+                    bench: true,
+                };
+                let ns = mn
+                    .summary
+                    .get(n_start + index)
+                    .cloned()
+                    .unwrap_or_else(|| std::array::from_fn(|_| Py::None));
+                rows.push(Row {
+                    n_name: mn.names.get(n_start + index).cloned().unwrap_or_default(),
+                    b_name: "Nan".into(),
+                    n_dtype: n_struct.0.clone(),
+                    b_dtype: nan(),
+                    n_shape: n_struct.1.clone(),
+                    b_shape: nan(),
+                    n_rg: mn.rg.get(n_start + index).cloned().unwrap_or(Py::None),
+                    b_rg: nan(),
+                    cols: std::array::from_fn(|_| Py::S(" ".into())),
+                    n_stats: ns,
+                    b_stats: std::array::from_fn(|_| nan()),
+                    n_md5: n_struct.2.clone(),
+                    b_md5: nan(),
+                    rg_consistent: false,
+                    level: Level::Pass,
+                    msgs: Vec::new(),
+                    extra: true,
+                });
+            }
+        }
+        n_start += n_len;
+        b_start += b_len;
+    }
+    Ok(rows)
+}
+
+/// Python `==` between a value of the NPU store and one of the bench store.
+fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
+    if let (Some(x), Some(y)) = (a.num(sa), b.num(sb)) {
+        return match (x, y) {
+            (Num::Int(p), Num::Int(q)) => p == q,
+            _ => x.as_f64() == y.as_f64(),
+        };
+    }
+    let boolv = |p: &Py| match p {
+        Py::B(v) | Py::V(crate::json::Val::Bool(v)) => Some(*v),
+        _ => None,
+    };
+    match (boolv(a), boolv(b)) {
+        (Some(x), Some(y)) => return x == y,
+        (Some(x), None) => return b.num(sb).is_some_and(|n| n.as_f64() == x as i64 as f64),
+        (None, Some(y)) => return a.num(sa).is_some_and(|n| n.as_f64() == y as i64 as f64),
+        _ => {}
+    }
+    if a.is_none() || b.is_none() {
+        return a.is_none() && b.is_none();
+    }
+    match (a.as_str(sa), b.as_str(sb)) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => {
+            // Lists/dicts: compare Python reprs (a list never equals a str).
+            let (mut x, mut y) = (String::new(), String::new());
+            if let (Py::V(va), Py::V(vb)) = (a, b) {
+                crate::pyfmt::py_repr(sa, *va, &mut x);
+                crate::pyfmt::py_repr(sb, *vb, &mut y);
+                let kind = |v: &crate::json::Val| std::mem::discriminant(v);
+                return kind(va) == kind(vb) && x == y;
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// `get_rela_diff_summary_mode` for one statistic: (diff, relative error).
+fn rela_diff(n: &Py, sn: &Store, b: &Py, sb: &Store) -> (Py, Py) {
+    let (Some(x), Some(y)) = (is_num(n, sn), is_num(b, sb)) else {
+        return (Py::S("N/A".into()), Py::S("N/A".into()));
+    };
+    let diff: Num = match (x, y) {
+        (Num::Int(p), Num::Int(q)) => Num::Int(p - q),
+        _ => Num::Float(x.as_f64() - y.as_f64()),
+    };
+    if let Num::Float(f) = diff {
+        if f.is_nan() {
+            return (Py::S("Nan".into()), Py::S("Nan".into()));
+        }
+    }
+    let bench_zero = y.as_f64() == 0.0;
+    let rel = if !bench_zero {
+        let q = match (diff, y) {
+            (Num::Int(p), Num::Int(q)) => p as f64 / q as f64,
+            _ => diff.as_f64() / y.as_f64(),
+        };
+        Py::S(format!("{}%", float_repr((q * 100.0).abs())))
+    } else {
+        Py::S("N/A".into())
+    };
+    let d = match diff {
+        Num::Int(i) => match i64::try_from(i) {
+            Ok(v) => Py::I(v),
+            Err(_) => Py::S(i.to_string()),
+        },
+        Num::Float(f) => Py::F(f),
+    };
+    (d, rel)
+}
+
+/// `str2float`: '23.4%' -> 0.234; anything unparsable -> 0.
+fn str2float(p: &Py, store: &Store) -> f64 {
+    match p.as_str(store) {
+        Some(s) => parse_py_float(s.trim_matches('%'))
+            .map(|f| f / 100.0)
+            .unwrap_or(0.0),
+        None => 0.0,
+    }
+}
+
+/// Python's `float(str)`.
+pub fn parse_py_float(s: &str) -> Option<f64> {
+    let t = s.trim();
+    if t.is_empty() || t.contains("__") || t.starts_with('_') || t.ends_with('_') {
+        return None;
+    }
+    let t = t.replace('_', "");
+    let lower = t.to_ascii_lowercase();
+    let body = lower.trim_start_matches(['+', '-']);
+    if ["nan", "inf", "infinity"].contains(&body) {
+        let neg = lower.starts_with('-');
+        return Some(match body {
+            "nan" => f64::NAN,
+            _ => {
+                if neg {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }
+            }
+        });
+    }
+    if !t
+        .bytes()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'E' | b'+' | b'-'))
+    {
+        return None;
+    }
+    t.parse::<f64>().ok()
+}
+
+fn is_inf_or_nan(p: &Py, store: &Store) -> bool {
+    match p {
+        Py::F(f) | Py::V(crate::json::Val::Float(f)) => f.is_nan() || f.is_infinite(),
+        _ => match p.as_str(store) {
+            Some(s) => {
+                let t = s.trim().to_lowercase();
+                t == "inf" || t == "-inf" || t == "nan"
+            }
+            None => false,
+        },
+    }
+}
+
+/// `get_min_or_max_value` over NormRelativeErr.
+fn min_or_max(rows: &[&Row], is_min: bool, store: &Store) -> f64 {
+    let mut acc = if is_min { 1.0 } else { 0.0 };
+    for r in rows {
+        let v = &r.cols[7];
+        if v.is_none() {
+            continue;
+        }
+        let val = if let Some(s) = v.as_str(store) {
+            if s == "Nan" || s == "N/A" {
+                continue;
+            }
+            if s.ends_with('%') {
+                str2float(v, store)
+            } else {
+                continue;
+            }
+        } else {
+            match v.num(store) {
+                Some(n) => n.as_f64(),
+                None => continue,
+            }
+        };
+        // Python's min/max keep the first argument unless the second compares strictly.
+        if is_min {
+            if val < acc {
+                acc = val;
+            }
+        } else if val > acc {
+            acc = val;
+        }
+    }
+    acc
+}
+
+fn raise(r: &mut Row, level: Level, msg: &'static str) {
+    if level > r.level {
+        r.level = level;
+    }
+    r.msgs.push(msg);
+}
+
+const MSG_INF_NAN: &str = "error: There is nan/inf/-inf in the maximum or minimum value of NPU.";
+const MSG_REL_ERR: &str = "error: The NormRelativeErr of output is greater than 0.5.";
+const MSG_RG: &str = "error: The Required_Grad of NPU and Bench are inconsistent";
+const MSG_PARAMS: &str = "error: The scalar parameters of NPU and Bench are inconsistent.";
+const MSG_DTYPE: &str = "error: The dtype of NPU and Bench are inconsistent.";
+const MSG_SHAPE: &str = "error: The shape of NPU and Bench are inconsistent.";
+const MSG_REL_WARN: &str = "warning: The norm relative error of output is 10 times that of input.";
+const MSG_CRC_ERR: &str = "error: The CRC-32 value of NPU differs from that of the bench.";
+const MSG_CRC_WARN: &str = "warning: The parameter of NPU does not match the bench.";
+
+#[derive(PartialEq)]
+enum Ignore {
+    All,
+    Input,
+    No,
+}
+
+fn run_checkers(sn: &Store, sb: &Store, mut rows: Vec<Row>, mode: Mode) -> (Level, Vec<Row>) {
+    // ApiData: inputs (incl. parameters) and outputs, in row order.
+    let out_idx: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_output()).collect();
+    let in_idx: Vec<usize> = (0..rows.len()).filter(|i| !rows[*i].is_output()).collect();
+    let ignore = match in_idx.first() {
+        None => Ignore::No,
+        Some(&i) => match rows[i].n_name.split('.').nth(1) {
+            Some(api)
+                if [
+                    "empty",
+                    "empty_like",
+                    "numpy",
+                    "to",
+                    "__setitem__",
+                    "empty_with_format",
+                    "new_empty_strided",
+                    "new_empty",
+                    "empty_strided",
+                ]
+                .contains(&api) =>
+            {
+                Ignore::All
+            }
+            Some(api)
+                if [
+                    "_reduce_scatter_base",
+                    "_all_gather_base",
+                    "all_to_all_single",
+                    "batch_isend_irecv",
+                ]
+                .contains(&api) =>
+            {
+                Ignore::Input
+            }
+            _ => Ignore::No,
+        },
+    };
+    let checked: Vec<usize> = match ignore {
+        Ignore::All => Vec::new(),
+        Ignore::Input => out_idx.clone(),
+        Ignore::No => in_idx.iter().chain(out_idx.iter()).copied().collect(),
+    };
+    let bench_named = |r: &Row| !r.b_name.is_empty() && r.b_name != "N/A";
+    if mode == Mode::Md5 {
+        for &i in &checked {
+            let r = &mut rows[i];
+            if !py_eq_cross(&r.n_md5, sn, &r.b_md5.py, sb) {
+                let null =
+                    |p: &Py, s: &Store| matches!(p.as_str(s), Some("N/A") | Some("Nan") | Some(""));
+                if null(&r.n_md5, sn) || null(&r.b_md5.py, sb) {
+                    raise(r, Level::Warning, MSG_CRC_WARN);
+                } else {
+                    raise(r, Level::Error, MSG_CRC_ERR);
+                }
+            }
+        }
+    } else {
+        // InfNanErrChecker
+        for &i in &checked {
+            let r = &mut rows[i];
+            if is_inf_or_nan(&r.b_stats[0].py, sb) || is_inf_or_nan(&r.b_stats[1].py, sb) {
+                continue;
+            }
+            if is_inf_or_nan(&r.n_stats[0], sn) || is_inf_or_nan(&r.n_stats[1], sn) {
+                raise(r, Level::Error, MSG_INF_NAN);
+            }
+        }
+        // RelativeErrChecker
+        if ignore == Ignore::No {
+            let ins: Vec<&Row> = in_idx.iter().map(|i| &rows[*i]).collect();
+            let rin = min_or_max(&ins, false, sn).abs();
+            if rin < 0.1 {
+                for &i in &out_idx {
+                    let r = &mut rows[i];
+                    if str2float(&r.cols[7], sn).abs() > 0.5 {
+                        raise(r, Level::Error, MSG_REL_ERR);
+                    }
+                }
+            }
+        }
+        // RequiresGradErrChecker
+        for &i in &checked {
+            let r = &mut rows[i];
+            if !bench_named(r) {
+                continue;
+            }
+            if !r.n_rg.truthy(sn) || !r.b_rg.py.truthy(sb) {
+                continue;
+            }
+            if !py_eq_cross(&r.n_rg, sn, &r.b_rg.py, sb) {
+                raise(r, Level::Error, MSG_RG);
+            }
+        }
+        // ParametersErrChecker
+        if ignore == Ignore::No {
+            for &i in &in_idx {
+                let r = &mut rows[i];
+                if !bench_named(r) {
+                    continue;
+                }
+                if !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {
+                    continue;
+                }
+                let has_class = |p: &Py, s: &Store| p.to_py_str(s).contains("class");
+                if !has_class(&r.n_dtype, sn) || !has_class(&r.b_dtype.py, sb) {
+                    continue;
+                }
+                if r.n_shape.to_py_str(sn) != "[]" {
+                    continue;
+                }
+                if !py_eq_cross(&r.n_stats[0], sn, &r.b_stats[0].py, sb) {
+                    raise(r, Level::Error, MSG_PARAMS);
+                }
+            }
+        }
+        // DTypeErrChecker
+        for &i in &checked {
+            let r = &mut rows[i];
+            if !bench_named(r) || r.n_name == "N/A" {
+                continue;
+            }
+            if r.b_name.contains("qkv") || r.b_name.contains("gate_up") {
+                continue;
+            }
+            if !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {
+                continue;
+            }
+            if !py_eq_cross(&r.n_dtype, sn, &r.b_dtype.py, sb) {
+                raise(r, Level::Error, MSG_DTYPE);
+            }
+        }
+        // ShapeErrChecker
+        for &i in &checked {
+            let r = &mut rows[i];
+            if !bench_named(r) {
+                continue;
+            }
+            if r.n_shape.is_none() || r.b_shape.py.is_none() {
+                continue;
+            }
+            if !py_eq_cross(&r.n_shape, sn, &r.b_shape.py, sb) {
+                raise(r, Level::Error, MSG_SHAPE);
+            }
+        }
+        // RelativeWarnChecker
+        if ignore == Ignore::No && !out_idx.is_empty() {
+            let ins: Vec<&Row> = in_idx.iter().map(|i| &rows[*i]).collect();
+            let outs: Vec<&Row> = out_idx.iter().map(|i| &rows[*i]).collect();
+            let rin = min_or_max(&ins, false, sn).abs();
+            let rout = min_or_max(&outs, false, sn).abs();
+            let set = if rin == 0.0 {
+                rout > 0.1
+            } else {
+                rout / rin > 10.0
+            };
+            if set {
+                let first = out_idx[0];
+                raise(&mut rows[first], Level::Warning, MSG_REL_WARN);
+            }
+        }
+    }
+    let level = rows.iter().map(|r| r.level).max().unwrap_or(Level::Pass);
+    let _ = rows.iter().any(|r| r.extra);
+    (level, rows)
+}
+
+/// The results of one node applied to its items (what `parse_result` writes into input_data
+/// and output_data).
+pub fn apply_results(maps: &mut [&mut ItemMap], results: Option<&Vec<(String, ItemResult)>>) {
+    let Some(results) = results else { return };
+    for map in maps.iter_mut() {
+        for (key, item) in map.iter_mut() {
+            if let Some((_, cols)) = results.iter().find(|(kk, _)| kk == key) {
+                for (kk, v) in cols {
+                    item.set(*kk, v.clone());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_ranks() {
+        assert_eq!(
+            strip_counters("Functional.linear.3.forward"),
+            "Functional.linear.forward"
+        );
+        assert_eq!(
+            strip_counters("Torch.matmul.12.forward"),
+            "Torch.matmul.forward"
+        );
+        assert_eq!(
+            strip_rank("Torch.matmul_rank1.forward"),
+            "Torch.matmul.forward"
+        );
+    }
+
+    #[test]
+    fn python_float_parse() {
+        assert_eq!(parse_py_float("23.4"), Some(23.4));
+        assert!(parse_py_float("Nan").is_some_and(f64::is_nan));
+        assert_eq!(parse_py_float(" "), None);
+        assert_eq!(parse_py_float("N/A"), None);
+        assert_eq!(parse_py_float("inf"), Some(f64::INFINITY));
+    }
+}

@@ -1,0 +1,597 @@
+//! The rows of msprobe's `.vis.db` (tables `tb_nodes`, `tb_stack`, `tb_config`) as plain values,
+//! cell for cell, and the distributed post-analysis that fills `matched_distributed`.
+//!
+//! The core never touches SQLite: the CLI inserts these rows.
+
+use crate::compare::{apply_results, Comparison};
+use crate::dump::RankDump;
+use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
+use crate::items::{format_map, Mode};
+use crate::pyfmt::{json_dumps, json_str, json_str_list};
+use std::collections::HashMap;
+
+/// One `tb_nodes` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub id: String,
+    pub graph_id: String,
+    pub node_order: i64,
+    pub node_name: String,
+    pub node_type: String,
+    pub up_node: String,
+    pub sub_nodes: String,
+    pub precision_index: Option<f64>,
+    pub overflow_level: Option<&'static str>,
+    pub micro_step_id: i64,
+    pub matched_node_link: String,
+    pub stack_id: String,
+    pub parallel_merge_info: String,
+    pub matched_distributed: String,
+    pub modified: i64,
+    pub input_data: String,
+    pub output_data: String,
+    pub data_source: &'static str,
+    pub dump_data_dir: Option<String>,
+    pub step: i64,
+    pub rank: i64,
+    pub is_distributed: i64,
+}
+
+/// One `tb_stack` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackRow {
+    pub id: String,
+    pub stack_info: String,
+}
+
+/// The `tb_config` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigRow {
+    pub graph_type: &'static str,
+    pub task: &'static str,
+    pub tool_tip: Option<String>,
+    pub micro_steps: i64,
+    pub overflow_check: i64,
+    pub node_colors: String,
+    pub rank_list: String,
+    pub step_list: String,
+}
+
+/// Where rows go (the CLI's SQLite writer, or a collector).
+pub trait Sink {
+    fn node(&mut self, row: NodeRow);
+    fn stack(&mut self, row: StackRow);
+}
+
+impl Sink for (Vec<NodeRow>, Vec<StackRow>) {
+    fn node(&mut self, row: NodeRow) {
+        self.0.push(row);
+    }
+    fn stack(&mut self, row: StackRow) {
+        self.1.push(row);
+    }
+}
+
+/// `json.dumps(stack_info)`.
+pub fn stack_json(d: &RankDump, s: Stack) -> String {
+    match s {
+        Stack::Empty => "[]".into(),
+        Stack::NoForward => json_str_list(&[NO_FORWARD_STACK]),
+        Stack::Val(v) => {
+            let mut out = String::new();
+            json_dumps(&d.store, v, &mut out);
+            out
+        }
+    }
+}
+
+/// The stack lines of a node, for views.
+pub fn stack_lines(d: &RankDump, s: Stack) -> Vec<String> {
+    match s {
+        Stack::Empty => Vec::new(),
+        Stack::NoForward => vec![NO_FORWARD_STACK.to_string()],
+        Stack::Val(v) => match v {
+            crate::json::Val::List { .. } => d
+                .store
+                .list(v)
+                .iter()
+                .map(|x| crate::pyfmt::py_str(&d.store, *x))
+                .collect(),
+            other => vec![crate::pyfmt::py_str(&d.store, other)],
+        },
+    }
+}
+
+/// A graph to export and its context.
+pub struct GraphExport<'a> {
+    pub graph: &'a Graph,
+    pub dump: &'a RankDump,
+    /// The other side's graph, for `matched_node_link`.
+    pub other: Option<&'a Graph>,
+    /// Compare results (NPU side only).
+    pub comparison: Option<&'a Comparison>,
+    pub mode: Mode,
+    pub data_source: &'static str,
+    pub step: i64,
+    pub rank: i64,
+    pub dump_data_dir: Option<String>,
+}
+
+/// A distributed node kept for the post-analysis.
+#[derive(Debug, Clone)]
+pub struct DistNode {
+    pub name: String,
+    pub input_data: String,
+    pub precision: Option<f64>,
+    pub overflow: Option<&'static str>,
+}
+
+/// `precision_index` as the db holds it and as `str()` prints it.
+pub fn precision_text(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{}", p as i64)
+    } else {
+        crate::pyfmt::float_repr(p)
+    }
+}
+
+/// The JSON list of the partner's path (`matched_node_link`).
+pub fn link_json(other: Option<&Graph>, partner: Option<NodeId>) -> String {
+    match (other, partner) {
+        (Some(o), Some(p)) => json_str_list(&o.path(p)),
+        _ => "[]".into(),
+    }
+}
+
+/// Writes every node reachable from the root, in post-order (`node_to_db`), then its stacks.
+/// Returns the distributed nodes for [`distributed_analyse`].
+pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
+    let g = x.graph;
+    let graph_id = format!("{}_{}_{}", x.data_source, x.step, x.rank);
+    let mut stacks: HashMap<String, String> = HashMap::new();
+    let mut stack_order: Vec<String> = Vec::new();
+    let mut dist = Vec::new();
+    for (order, id) in g.post_order().into_iter().enumerate() {
+        let n = g.node(id);
+        let st = stack_json(x.dump, n.stack);
+        let stack_id = match stacks.get(&st) {
+            Some(s) => s.clone(),
+            None => {
+                let sid = format!("{graph_id}_{}", stacks.len());
+                stacks.insert(st.clone(), sid.clone());
+                stack_order.push(st);
+                sid
+            }
+        };
+        let (mut input, mut output) = g.io(x.dump, id);
+        if let Some(c) = x.comparison {
+            apply_results(&mut [&mut input, &mut output], c.results.get(&id));
+        }
+        let input_data = format_map(&x.dump.store, &input, &n.name, x.mode);
+        let output_data = format_map(&x.dump.store, &output, &n.name, x.mode);
+        let sub_nodes = if n.children.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = n
+                .children
+                .iter()
+                .map(|c| g.node(*c).name.as_str())
+                .collect();
+            json_str_list(&names)
+        };
+        let is_distributed = n.name.starts_with("Distributed");
+        if is_distributed {
+            dist.push(DistNode {
+                name: n.name.clone(),
+                input_data: input_data.clone(),
+                precision: n.precision.map(|p| p.0),
+                overflow: n.overflow.map(|o| o.as_str()),
+            });
+        }
+        sink.node(NodeRow {
+            id: format!("{graph_id}_{}", n.name),
+            graph_id: graph_id.clone(),
+            node_order: order as i64,
+            node_name: n.name.clone(),
+            node_type: n.op.value().to_string(),
+            up_node: n.parent.map(|p| g.node(p).name.clone()).unwrap_or_default(),
+            sub_nodes,
+            precision_index: n.precision.map(|p| p.0),
+            overflow_level: n.overflow.map(|o| o.as_str()),
+            micro_step_id: n.micro_step.unwrap_or(0),
+            matched_node_link: link_json(x.other, n.partner),
+            stack_id,
+            parallel_merge_info: String::new(),
+            matched_distributed: "{}".into(),
+            modified: n.modified as i64,
+            input_data,
+            output_data,
+            data_source: x.data_source,
+            dump_data_dir: x.dump_data_dir.clone(),
+            step: x.step,
+            rank: x.rank,
+            is_distributed: is_distributed as i64,
+        });
+    }
+    for st in stack_order {
+        let id = stacks.get(&st).cloned().unwrap_or_default();
+        sink.stack(StackRow { id, stack_info: st });
+    }
+    dist
+}
+
+const DESC_SUMMARY: &str = "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大";
+const DESC_REAL: &str = "此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大";
+const DESC_MD5_N: &str = "与标杆相比, 此节点任意输入输出的md5值不同";
+const DESC_MD5_Y: &str = "与标杆相比, 此节点所有输入输出的md5值相同";
+const DESC_UNMATCHED: &str = "比对过程中节点未匹配上";
+
+/// The legend (`NodeColors.get_node_colors`) as JSON text.
+pub fn node_colors(mode: Mode) -> String {
+    let mut entries: Vec<(&str, &str, &str, &str)> = Vec::new();
+    let (d1, d2, d3) = match mode {
+        Mode::Summary => (DESC_SUMMARY, DESC_SUMMARY, DESC_SUMMARY),
+        Mode::RealData => (DESC_REAL, DESC_REAL, DESC_REAL),
+        Mode::Md5 => (DESC_MD5_Y, DESC_MD5_N, DESC_MD5_N),
+        Mode::Structure | Mode::Build => ("", "", ""),
+    };
+    if matches!(mode, Mode::Summary | Mode::RealData | Mode::Md5) {
+        entries.push(("#FFFCF3", "[0, 0.3]", d1, "pass"));
+        entries.push(("#FFDC7F", "[0.3, 0.6]", d2, "warning"));
+        entries.push(("#FF704D", "[0.6, 1]", d3, "error"));
+    }
+    entries.push(("#C7C7C7", "[]", DESC_UNMATCHED, "unmatched node"));
+    let mut out = String::from("{");
+    for (i, (hex, range, desc, level)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json_str(hex, &mut out);
+        out.push_str(": {\"value\": ");
+        out.push_str(range);
+        out.push_str(", \"description\": ");
+        json_str(desc, &mut out);
+        out.push_str(", \"accuracy_level\": ");
+        json_str(level, &mut out);
+        out.push('}');
+    }
+    out.push('}');
+    out
+}
+
+/// The tool tip (`ModeAdapter.get_tool_tip`) as JSON text.
+pub fn tool_tip(mode: Mode) -> String {
+    let pairs: Vec<(&str, &str)> = match mode {
+        Mode::Summary => vec![
+            ("Max diff", "NPU与标杆API统计信息比对，最大值的差值"),
+            ("Min diff", "NPU与标杆API统计信息比对，最小值的差值"),
+            ("Mean diff", "NPU与标杆API统计信息比对，平均值的差值"),
+            (
+                "L2norm diff",
+                "NPU与标杆API统计信息比对，2范数（平方根）的差值",
+            ),
+        ],
+        Mode::Md5 => vec![("md5", "数据MD5信息，用于比较两个数据信息是否完全一致")],
+        _ => vec![
+            ("Cosine", ""),
+            ("EucDist", ""),
+            ("MaxAbsErr", ""),
+            ("MaxRelativeErr", ""),
+            ("One Thousandth Err Ratio", ""),
+            ("Five Thousandths Err Ratio", ""),
+        ],
+    };
+    let mut out = String::from("{");
+    for (i, (kk, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json_str(kk, &mut out);
+        out.push_str(": ");
+        json_str(v, &mut out);
+    }
+    out.push('}');
+    out
+}
+
+/// `json.dumps(list_of_ints)`.
+pub fn int_list(v: &[i64]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// An UPDATE of `matched_distributed`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistUpdate {
+    pub data_source: &'static str,
+    pub step: i64,
+    pub rank: i64,
+    pub node_name: String,
+    pub matched_distributed: String,
+}
+
+type JMap = serde_json::Map<String, serde_json::Value>;
+
+struct DNode {
+    name: String,
+    input: JMap,
+    precision: Option<f64>,
+    overflow: Option<&'static str>,
+    matched: Option<serde_json::Value>,
+}
+
+/// `distributed_analyse` over the distributed nodes of one data source and step, keyed by rank
+/// (ranks in export order, nodes in post-order).
+pub fn distributed_analyse(
+    ranks: &[(i64, Vec<DistNode>)],
+    overflow_check: bool,
+    data_source: &'static str,
+    step: i64,
+) -> Vec<DistUpdate> {
+    use serde_json::Value;
+    let mut info: Vec<(String, Vec<DNode>)> = Vec::new();
+    for (rank, nodes) in ranks {
+        let mut v = Vec::new();
+        for n in nodes {
+            let Ok(Value::Object(input)) = serde_json::from_str::<Value>(&n.input_data) else {
+                continue;
+            };
+            v.push(DNode {
+                name: n.name.clone(),
+                input,
+                precision: n.precision,
+                overflow: n.overflow,
+                matched: None,
+            });
+        }
+        info.push((rank.to_string(), v));
+    }
+    let config: HashMap<&str, (&str, &str, &str, bool)> = HashMap::from([
+        ("send", ("recv", "dst", "send", true)),
+        ("isend", ("irecv", "dst", "send", true)),
+        ("recv", ("send", "src", "receive", true)),
+        ("irecv", ("isend", "src", "receive", true)),
+        ("broadcast", ("broadcast", "1", "send", false)),
+        ("scatter", ("scatter", "src", "send", false)),
+        ("gather", ("gather", "dst", "receive", false)),
+        ("reduce", ("reduce", "1", "receive", false)),
+    ]);
+    let api_of = |name: &str| name.split('.').nth(1).unwrap_or("").to_string();
+    let target_rank = |n: &DNode, param: &str| -> Option<Value> {
+        let key = format!("{}.input.{param}", n.name);
+        match n.input.get(&key) {
+            Some(Value::Object(m)) => m.get("value").filter(|v| !v.is_null()).cloned(),
+            _ => None,
+        }
+    };
+    let group_info = |n: &DNode| -> Option<(Vec<Value>, String)> {
+        let key = format!("{}.input.group", n.name);
+        let Some(Value::Object(g)) = n.input.get(&key) else {
+            return None;
+        };
+        let ranks = g.get("group_ranks")?;
+        let ranks = match ranks {
+            Value::Array(a) if !a.is_empty() => a.clone(),
+            Value::String(s) if !s.is_empty() => match serde_json::from_str::<Value>(s) {
+                Ok(Value::Array(a)) if !a.is_empty() => a,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let gid = match g.get("group_id") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => return None,
+        };
+        Some((ranks, gid))
+    };
+    let py_str_of = |v: &Value| -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    };
+    // Unique ids per rank.
+    let mut mapping: HashMap<String, HashMap<String, String>> = HashMap::new();
+    for (rank, nodes) in &info {
+        let mut count: HashMap<String, usize> = HashMap::new();
+        let m = mapping.entry(rank.clone()).or_default();
+        for n in nodes {
+            let api = api_of(&n.name);
+            if api == "batch_isend_irecv" {
+                // Nodes rebuilt from the db carry no batch p2p info: nothing to map.
+                continue;
+            }
+            let gid = match config.get(api.as_str()) {
+                Some(c) if c.3 => match target_rank(n, c.1) {
+                    Some(t) => format!("{api}rank{}", py_str_of(&t)),
+                    None => continue,
+                },
+                _ => match group_info(n) {
+                    Some((_, gid)) => format!("{gid}{api}"),
+                    None => continue,
+                },
+            };
+            let c = count.entry(gid.clone()).or_insert(0);
+            *c += 1;
+            let unique = format!("{gid}\u{FFFD}{c}");
+            m.insert(unique.clone(), n.name.clone());
+            m.insert(n.name.clone(), unique);
+        }
+    }
+    let index_text = |n: &DNode| -> String {
+        if overflow_check {
+            n.overflow
+                .map(str::to_string)
+                .unwrap_or_else(|| "Nan".into())
+        } else {
+            n.precision
+                .map(precision_text)
+                .unwrap_or_else(|| "Nan".into())
+        }
+    };
+    let find =
+        |info: &Vec<(String, Vec<DNode>)>, rank: &str, name: &str| -> Option<(usize, usize)> {
+            let ri = info.iter().position(|(r, _)| r == rank)?;
+            let ni = info[ri].1.iter().position(|n| n.name == name)?;
+            Some((ri, ni))
+        };
+    for ri in 0..info.len() {
+        for ni in 0..info[ri].1.len() {
+            if info[ri].1[ni].matched.is_some() {
+                continue;
+            }
+            let rank = info[ri].0.clone();
+            let name = info[ri].1[ni].name.clone();
+            let api = api_of(&name);
+            if api == "batch_isend_irecv" {
+                continue;
+            }
+            let unique = mapping
+                .get(&rank)
+                .and_then(|m| m.get(&name))
+                .cloned()
+                .unwrap_or_default();
+            let cfg = config.get(api.as_str()).copied();
+            if let Some(c) = cfg.filter(|c| c.3) {
+                // Point to point.
+                let Some(t) = target_rank(&info[ri].1[ni], c.1) else {
+                    continue;
+                };
+                let t = py_str_of(&t);
+                let target_unique = unique
+                    .replace(&format!("rank{t}"), &format!("rank{rank}"))
+                    .replace(&api, c.0);
+                let Some(tname) = mapping.get(&t).and_then(|m| m.get(&target_unique)).cloned()
+                else {
+                    continue;
+                };
+                let Some((tri, tni)) = find(&info, &t, &tname) else {
+                    continue;
+                };
+                let tcfg = config.get(c.0).copied();
+                let Some(tc) = tcfg else { continue };
+                let Some(src) = target_rank(&info[tri].1[tni], tc.1) else {
+                    continue;
+                };
+                if py_str_of(&src) != rank {
+                    continue;
+                }
+                let m1 = serde_json::json!({"communications_type": c.2, "nodes_info": {t.clone(): [index_text(&info[tri].1[tni]), tname.clone()]}});
+                let m2 = serde_json::json!({"communications_type": tc.2, "nodes_info": {rank.clone(): [index_text(&info[ri].1[ni]), name.clone()]}});
+                info[ri].1[ni].matched = Some(m1);
+                info[tri].1[tni].matched = Some(m2);
+            } else {
+                // Collective.
+                let mut comm = "send_receive";
+                if let Some(c) = cfg {
+                    let Some(src) = target_rank(&info[ri].1[ni], c.1) else {
+                        continue;
+                    };
+                    if py_str_of(&src) != rank {
+                        continue;
+                    }
+                    comm = c.2;
+                }
+                let Some((group_ranks, gid)) = group_info(&info[ri].1[ni]) else {
+                    continue;
+                };
+                let mut nodes_info = serde_json::Map::new();
+                for tr in group_ranks {
+                    let t = py_str_of(&tr);
+                    if t == rank {
+                        continue;
+                    }
+                    let Some(tname) = mapping.get(&t).and_then(|m| m.get(&unique)).cloned() else {
+                        continue;
+                    };
+                    let Some((tri, tni)) = find(&info, &t, &tname) else {
+                        continue;
+                    };
+                    let Some((_, tgid)) = group_info(&info[tri].1[tni]) else {
+                        continue;
+                    };
+                    if tgid != gid {
+                        continue;
+                    }
+                    nodes_info.insert(
+                        t.clone(),
+                        serde_json::json!([index_text(&info[tri].1[tni]), tname.clone()]),
+                    );
+                    if let Some(c) = cfg {
+                        let rev = match c.2 {
+                            "send" => "receive",
+                            "receive" => "send",
+                            o => o,
+                        };
+                        info[tri].1[tni].matched = Some(
+                            serde_json::json!({"communications_type": rev, "nodes_info": {rank.clone(): [index_text(&info[ri].1[ni]), name.clone()]}}),
+                        );
+                    }
+                }
+                if !nodes_info.is_empty() {
+                    info[ri].1[ni].matched = Some(
+                        serde_json::json!({"communications_type": comm, "nodes_info": nodes_info}),
+                    );
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (rank, nodes) in &info {
+        for n in nodes {
+            if let Some(m) = &n.matched {
+                out.push(DistUpdate {
+                    data_source,
+                    step,
+                    rank: rank.parse().unwrap_or(0),
+                    node_name: n.name.clone(),
+                    matched_distributed: python_json(m),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `json.dumps` of a serde_json value (", " and ": " separators, ASCII escapes).
+pub fn python_json(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let mut out = String::new();
+    fn rec(v: &Value, out: &mut String) {
+        match v {
+            Value::Null => out.push_str("null"),
+            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Number(n) => out.push_str(&n.to_string()),
+            Value::String(s) => json_str(s, out),
+            Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    rec(x, out);
+                }
+                out.push(']');
+            }
+            Value::Object(m) => {
+                out.push('{');
+                for (i, (kk, x)) in m.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    json_str(kk, out);
+                    out.push_str(": ");
+                    rec(x, out);
+                }
+                out.push('}');
+            }
+        }
+    }
+    rec(v, &mut out);
+    out
+}

@@ -1,0 +1,831 @@
+//! The hierarchical graph of one rank: msprobe's `GraphBuilder.build`, as an arena.
+//!
+//! Nodes live in a `Vec` and refer to each other by [`NodeId`] (`u32`). Input/output items are not
+//! stored: a node keeps the index of its dump entry and [`Graph::io`] derives them on demand, so
+//! a graph costs a few dozen bytes per node beyond its name.
+
+use crate::dump::{OverflowLevel, RankDump};
+use crate::error::{Error, Result};
+use crate::items::{input_output, read_op, ItemMap, Py};
+use crate::json::Val;
+use std::collections::HashMap;
+
+pub type NodeId = u32;
+
+/// msprobe's `NodeOp`; the value is what the db stores in `node_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeOp {
+    Module = 0,
+    FunctionApi = 1,
+    ApiCollection = 9,
+}
+
+impl NodeOp {
+    /// `NodeOp.get_node_op`: the first regex that matches; dots in the patterns match any char.
+    pub fn of(name: &str) -> NodeOp {
+        fn starts(name: &str, prefix: &str, any_char_after: bool) -> bool {
+            if !name.starts_with(prefix) {
+                return false;
+            }
+            if !any_char_after {
+                return true;
+            }
+            name[prefix.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c != '\n')
+        }
+        let module = [
+            ("Module", true),
+            ("Cell", true),
+            ("optimizer", false),
+            ("clip_grad", false),
+            ("DefaultModel", false),
+        ];
+        if module.iter().any(|(p, a)| starts(name, p, *a)) {
+            return NodeOp::Module;
+        }
+        let api = [
+            "Tensor",
+            "Torch",
+            "Functional",
+            "NPU",
+            "VF",
+            "Distributed",
+            "Aten",
+            "Mint",
+            "Primitive",
+            "Jit",
+            "MintFunctional",
+            "MindSpeed",
+        ];
+        if api.iter().any(|p| starts(name, p, true)) {
+            return NodeOp::FunctionApi;
+        }
+        NodeOp::Module
+    }
+    pub fn value(self) -> u8 {
+        self as u8
+    }
+}
+
+/// A node's stack as msprobe keeps it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stack {
+    /// `[]`
+    Empty,
+    /// The value stack.json has for the name (normally a list of strings).
+    Val(Val),
+    /// The message msprobe puts on a backward node whose forward node is missing.
+    NoForward,
+}
+
+pub const NO_FORWARD_STACK: &str =
+    "This backward node cannot find the forward node and cannot retrieve stack information.";
+
+/// A node's precision verdict (`precision_index`).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Precision(pub f64);
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: String,
+    pub op: NodeOp,
+    pub parent: Option<NodeId>,
+    pub children: Vec<NodeId>,
+    /// Index of the node's dump.json entry.
+    pub entry: Option<u32>,
+    pub stack: Stack,
+    pub micro_step: Option<i64>,
+    pub precision: Option<Precision>,
+    pub overflow: Option<OverflowLevel>,
+    /// The node on the other side whose path is this node's `matched_node_link`.
+    pub partner: Option<NodeId>,
+    /// Set by manual matching (the db's `modified` column).
+    pub modified: bool,
+}
+
+/// One rank's graph.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    /// Name -> node, for every node created (reachable from the root or not), like `node_map`.
+    pub index: HashMap<String, NodeId>,
+    collection_counter: Option<i64>,
+    pub micro_step_num: Option<Val>,
+}
+
+pub const ROOT: NodeId = 0;
+
+fn backward_n(name: &str) -> Option<(&str, &str)> {
+    // `(\.backward\.)(\d+)$` -> (prefix before ".backward.", digits)
+    let (head, digits) = name.rsplit_once('.')?;
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let prefix = head.strip_suffix(".backward")?;
+    Some((prefix, digits))
+}
+
+fn forward_n(name: &str) -> Option<(&str, &str)> {
+    let (head, digits) = name.rsplit_once('.')?;
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let prefix = head.strip_suffix(".forward")?;
+    Some((prefix, digits))
+}
+
+/// `forward_pattern.sub(r".backward.\2", s)`.
+fn fwd_to_bwd(s: &str) -> String {
+    match forward_n(s) {
+        Some((p, d)) => format!("{p}.backward.{d}"),
+        None => s.to_string(),
+    }
+}
+
+/// `backward_pattern.sub(r".forward.\2", s)`.
+fn bwd_to_fwd(s: &str) -> String {
+    match backward_n(s) {
+        Some((p, d)) => format!("{p}.forward.{d}"),
+        None => s.to_string(),
+    }
+}
+
+impl Graph {
+    fn new() -> Graph {
+        let mut g = Graph {
+            nodes: Vec::new(),
+            index: HashMap::new(),
+            collection_counter: None,
+            micro_step_num: None,
+        };
+        g.add("DefaultModel".to_string(), NodeOp::Module, None);
+        g
+    }
+
+    fn add(&mut self, name: String, op: NodeOp, parent: Option<NodeId>) -> NodeId {
+        let id = self.nodes.len() as NodeId;
+        self.index.insert(name.clone(), id);
+        self.nodes.push(Node {
+            name,
+            op,
+            parent: None,
+            children: Vec::new(),
+            entry: None,
+            stack: Stack::Empty,
+            micro_step: None,
+            precision: None,
+            overflow: None,
+            partner: None,
+            modified: false,
+        });
+        self.add_upnode(id, parent);
+        id
+    }
+
+    /// `BaseNode.add_upnode`.
+    fn add_upnode(&mut self, id: NodeId, parent: Option<NodeId>) {
+        let Some(p) = parent else { return };
+        if self.nodes[p as usize].name == self.nodes[id as usize].name
+            || self.nodes[id as usize].parent.is_some()
+        {
+            return;
+        }
+        self.nodes[id as usize].parent = Some(p);
+        self.nodes[p as usize].children.push(id);
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    pub fn get(&self, name: &str) -> Option<NodeId> {
+        self.index.get(name).copied()
+    }
+
+    /// Ancestor ids, root first; empty on a cycle (like `get_ancestors`).
+    pub fn ancestors(&self, id: NodeId) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        let mut cur = self.nodes[id as usize].parent;
+        let mut seen = std::collections::HashSet::new();
+        while let Some(c) = cur {
+            if !seen.insert(c) {
+                return Vec::new();
+            }
+            out.push(c);
+            cur = self.nodes[c as usize].parent;
+        }
+        out.reverse();
+        out
+    }
+
+    /// Ancestor names then the node's own name.
+    pub fn path(&self, id: NodeId) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .ancestors(id)
+            .iter()
+            .map(|a| self.nodes[*a as usize].name.as_str())
+            .collect();
+        v.push(&self.nodes[id as usize].name);
+        v
+    }
+
+    /// The node's input_data and output_data, derived from its dump entry.
+    pub fn io(&self, dump: &RankDump, id: NodeId) -> (ItemMap, ItemMap) {
+        let n = &self.nodes[id as usize];
+        let entry = n
+            .entry
+            .and_then(|e| dump.entries.get(e as usize))
+            .map(|e| e.value);
+        let items = read_op(&dump.store, entry, &n.name, &dump.names.dump).unwrap_or_default();
+        input_output(&dump.store, items)
+    }
+
+    /// Nodes reachable from the root in post-order (children first), the db's `node_order`.
+    pub fn post_order(&self) -> Vec<NodeId> {
+        let mut order = Vec::with_capacity(self.nodes.len());
+        let mut visited = vec![false; self.nodes.len()];
+        let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
+        while let Some((id, processed)) = stack.pop() {
+            if visited[id as usize] {
+                continue;
+            }
+            if processed {
+                visited[id as usize] = true;
+                order.push(id);
+            } else {
+                stack.push((id, true));
+                for c in self.nodes[id as usize].children.iter().rev() {
+                    if !visited[*c as usize] {
+                        stack.push((*c, false));
+                    }
+                }
+            }
+        }
+        order
+    }
+
+    /// Nodes reachable from the root in pre-order.
+    pub fn pre_order(&self) -> Vec<NodeId> {
+        let mut order = Vec::with_capacity(self.nodes.len());
+        let mut visited = vec![false; self.nodes.len()];
+        let mut stack = vec![ROOT];
+        while let Some(id) = stack.pop() {
+            if visited[id as usize] {
+                continue;
+            }
+            visited[id as usize] = true;
+            order.push(id);
+            for c in self.nodes[id as usize].children.iter().rev() {
+                if !visited[*c as usize] {
+                    stack.push(*c);
+                }
+            }
+        }
+        order
+    }
+
+    /// `GraphBuilder.build`.
+    pub fn build(d: &RankDump) -> Result<Graph> {
+        if d.construct.is_empty() {
+            return Err(Error::input(
+                &d.names.construct,
+                "construct.json is empty, so no model structure can be built; dump with level L0 or mix \
+                 (an L1 dump has no module structure)",
+            ));
+        }
+        let mut b = Builder { d, g: Graph::new() };
+        b.g.micro_step_num = d.micro_step_number;
+        b.init_nodes();
+        b.handle_recompute();
+        b.collect_apis_between_modules();
+        b.add_parameters_grad();
+        Ok(b.g)
+    }
+
+    /// Sets `overflow_level` on every node whose name is a dump key with an overflow scene.
+    pub fn apply_overflow(&mut self, d: &RankDump) {
+        for n in &mut self.nodes {
+            if let Some(e) = d.entry(&n.name) {
+                n.overflow = e.overflow;
+            }
+        }
+    }
+
+    /// `paging_by_micro_step`: returns the number of micro steps.
+    pub fn paging_by_micro_step(&mut self, mut other: Option<&mut Graph>) -> i64 {
+        if let Some(m) = self.micro_step_num {
+            return match m {
+                Val::Int(i) => i + 1,
+                Val::Float(f) => f as i64 + 1,
+                _ => 1,
+            };
+        }
+        let mut step = 0i64;
+        let mut backward = false;
+        let root_children = self.nodes[ROOT as usize].children.clone();
+        for c in &root_children {
+            let n = &self.nodes[*c as usize];
+            if n.op == NodeOp::Module {
+                if n.name.contains(".forward.") {
+                    if backward {
+                        step += 1;
+                        backward = false;
+                    }
+                } else {
+                    backward = true;
+                }
+            }
+            self.nodes[*c as usize].micro_step = Some(step);
+            if let (Some(o), Some(p)) = (other.as_deref_mut(), self.nodes[*c as usize].partner) {
+                o.nodes[p as usize].micro_step = Some(step);
+            }
+        }
+        self.propagate_micro(ROOT);
+        if let Some(o) = other {
+            let rc = o.nodes[ROOT as usize].children.clone();
+            for c in rc {
+                let n = &mut o.nodes[c as usize];
+                if n.micro_step.is_none() {
+                    n.micro_step = Some(n.name.rsplit('.').next().and_then(py_int).unwrap_or(0));
+                }
+            }
+            o.propagate_micro(ROOT);
+        }
+        step + 1
+    }
+
+    fn propagate_micro(&mut self, root: NodeId) {
+        let mut stack = vec![root];
+        while let Some(id) = stack.pop() {
+            let n = &self.nodes[id as usize];
+            if let (Some(p), None) = (n.parent, n.micro_step) {
+                let m = self.nodes[p as usize].micro_step;
+                self.nodes[id as usize].micro_step = m;
+            }
+            for c in self.nodes[id as usize].children.iter().rev() {
+                stack.push(*c);
+            }
+        }
+    }
+}
+
+/// Python's `int(s)` for the strings node names end with.
+fn py_int(s: &str) -> Option<i64> {
+    let t = s.trim();
+    let t = t.strip_prefix('+').unwrap_or(t);
+    if t.is_empty() {
+        return None;
+    }
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, t),
+    };
+    if digits.is_empty()
+        || !digits.chars().all(|c| c.is_ascii_digit() || c == '_')
+        || digits.starts_with('_')
+    {
+        return None;
+    }
+    let v: i64 = digits.replace('_', "").parse().ok()?;
+    Some(if neg { -v } else { v })
+}
+
+struct Builder<'a> {
+    d: &'a RankDump,
+    g: Graph,
+}
+
+impl Builder<'_> {
+    fn construct_get(&self, name: &str) -> Option<Option<&str>> {
+        self.d
+            .construct_index
+            .get(name)
+            .and_then(|&i| self.d.construct.get(i as usize))
+            .map(|(_, p)| p.as_deref())
+    }
+    fn in_construct(&self, name: &str) -> bool {
+        self.d.construct_index.contains_key(name)
+    }
+
+    fn backward_upnode_missing(&self, sub: &str) -> Option<String> {
+        if backward_n(sub).is_some() {
+            if let Some(Some(fwd_up)) = self.construct_get(&bwd_to_fwd(sub)) {
+                let new_up = fwd_to_bwd(fwd_up);
+                if self.in_construct(&new_up) {
+                    return Some(new_up);
+                }
+            }
+        }
+        if sub.ends_with(".backward") {
+            if let Some(Some(fwd_up)) = self.construct_get(&sub.replace("backward", "forward")) {
+                let new_up = fwd_up.replace("forward", "backward");
+                if self.in_construct(&new_up) {
+                    return Some(new_up);
+                }
+            }
+        }
+        None
+    }
+
+    fn backward_inplace(&self, sub: &str, up: &str) -> Option<String> {
+        if backward_n(sub).is_none() {
+            return Some(up.to_string());
+        }
+        let sub_split: Vec<&str> = sub.split('.').collect();
+        if sub_split.len() < 5 {
+            return Some(up.to_string());
+        }
+        let up_split: Vec<&str> = up.split('.').collect();
+        if up_split.len() < 4 {
+            return Some(up.to_string());
+        }
+        let sub_prefix = sub_split[..sub_split.len() - 4].join(".");
+        let up_prefix = up_split[..up_split.len() - 3].join(".");
+        if sub_prefix != up_prefix {
+            let fwd_sub = bwd_to_fwd(sub);
+            if let Some(fwd_up) = self.construct_get(&fwd_sub) {
+                let Some(fwd_up) = fwd_up else { return None };
+                let new_up = fwd_to_bwd(fwd_up);
+                if self.in_construct(&new_up) {
+                    return Some(new_up);
+                }
+            }
+        }
+        Some(up.to_string())
+    }
+
+    fn create_or_get(&mut self, name: &str, parent: Option<NodeId>) -> NodeId {
+        if let Some(id) = self.g.get(name) {
+            self.g.add_upnode(id, parent);
+            return id;
+        }
+        let id = self.g.add(name.to_string(), NodeOp::of(name), parent);
+        let entry = self.d.entry_index.get(name).copied();
+        let stack_val = self.d.stack_by_name.get(name).copied();
+        let mut stack = match stack_val {
+            Some(v) => Stack::Val(v),
+            None => Stack::Empty,
+        };
+        let falsy = match stack {
+            Stack::Empty => true,
+            Stack::Val(v) => !crate::items::truthy(&self.d.store, v),
+            Stack::NoForward => false,
+        };
+        if falsy && (backward_n(name).is_some() || name.ends_with(".backward")) {
+            let fwd_name = match backward_n(name) {
+                Some((p, _)) => format!("{p}.forward.0"),
+                None => name.replace("backward", "forward"),
+            };
+            stack = match self.g.get(&fwd_name) {
+                Some(f) => self.g.nodes[f as usize].stack,
+                None => Stack::NoForward,
+            };
+        }
+        let n = &mut self.g.nodes[id as usize];
+        n.entry = entry;
+        n.stack = stack;
+        if self.d.is_megatron() {
+            n.micro_step = Some(self.d.micro.get(name).copied().unwrap_or(0));
+        }
+        id
+    }
+
+    fn init_nodes(&mut self) {
+        let d = self.d;
+        for (sub, up) in &d.construct {
+            let up = match up {
+                Some(u) => self.backward_inplace(sub, u),
+                None => self.backward_upnode_missing(sub),
+            };
+            let upnode = match up {
+                Some(u) => self.create_or_get(&u, None),
+                None => ROOT,
+            };
+            self.create_or_get(sub, Some(upnode));
+        }
+    }
+
+    fn is_recompute_by_stack(&self, stack: Option<Val>) -> bool {
+        let store = &self.d.store;
+        let Some(v @ Val::List { .. }) = stack else {
+            return false;
+        };
+        let mut frames: Vec<(String, String)> = Vec::new();
+        for line in store.list(v) {
+            let Some(s) = store.as_str(*line) else {
+                continue;
+            };
+            let s = s.trim().replace("File ", "");
+            let file = s.split(", line ").next().unwrap_or("").trim().to_string();
+            let Some(after_in) = s.split(", in ").nth(1) else {
+                continue;
+            };
+            let func = after_in.split(',').next().unwrap_or("").trim().to_string();
+            frames.push((file, func));
+        }
+        if frames.is_empty() {
+            return false;
+        }
+        if frames
+            .iter()
+            .any(|(f, func)| func == "recompute_fn" && f.ends_with("torch/utils/checkpoint.py"))
+        {
+            return true;
+        }
+        for (i, (f, func)) in frames.iter().enumerate() {
+            if func == "backward"
+                || (func == "checkpoint_function_backward" && f.contains("megatron"))
+            {
+                for j in [i + 1, i + 2] {
+                    if frames
+                        .get(j)
+                        .is_some_and(|(ff, _)| ff.ends_with("torch/autograd/function.py"))
+                    {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    fn handle_recompute(&mut self) {
+        let root_children = self.g.nodes[ROOT as usize].children.clone();
+        let names: std::collections::HashSet<&str> = root_children
+            .iter()
+            .map(|c| self.g.nodes[*c as usize].name.as_str())
+            .collect();
+        let mut recompute: Vec<(NodeId, String)> = Vec::new(); // (node, prefix), in order
+        let mut recompute_index: HashMap<NodeId, usize> = HashMap::new();
+        let mut cache: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let is_pytorch = self.d.framework_key.as_deref().unwrap_or("pytorch") == "pytorch";
+        for (i, c) in root_children.iter().enumerate() {
+            let name = self.g.nodes[*c as usize].name.clone();
+            if NodeOp::of(&name) != NodeOp::Module {
+                continue;
+            }
+            if is_pytorch {
+                let id = if backward_n(&name).is_some() {
+                    bwd_to_fwd(&name)
+                } else {
+                    name.clone()
+                };
+                if !self.is_recompute_by_stack(self.d.stack_by_name.get(&id).copied()) {
+                    continue;
+                }
+            }
+            let segs: Vec<&str> = name.split('.').collect();
+            let prefix = segs[..segs.len().saturating_sub(2)].join(".");
+            if cache.contains(&name) {
+                upsert(&mut recompute, &mut recompute_index, *c, prefix, i);
+                continue;
+            }
+            let n = segs.len();
+            let digit = |s: &str| !s.is_empty() && s.chars().all(|ch| ch.is_ascii_digit());
+            let is_rc = n > 7
+                || (n == 7 && !(digit(segs[1]) && digit(segs[3])))
+                || (n == 6 && !digit(segs[1]));
+            if !is_rc || n < 2 {
+                continue;
+            }
+            let mut rel: Vec<&str> = segs.clone();
+            rel[n - 2] = if segs[n - 2] == "forward" {
+                "backward"
+            } else {
+                "forward"
+            };
+            let rel = rel.join(".");
+            if names.contains(rel.as_str()) {
+                upsert(&mut recompute, &mut recompute_index, *c, prefix, i);
+                cache.insert(rel);
+            }
+        }
+        if recompute.is_empty() {
+            return;
+        }
+        let prefixes: std::collections::HashSet<&str> =
+            recompute.iter().map(|(_, p)| p.as_str()).collect();
+        let mut no_rc: HashMap<String, Vec<NodeId>> = HashMap::new();
+        for (id, n) in self.g.nodes.iter().enumerate() {
+            if n.op_by_name() != NodeOp::Module {
+                continue;
+            }
+            let Some((p, _)) = forward_n(&n.name) else {
+                continue;
+            };
+            match n.parent {
+                None => continue,
+                Some(par) if par == ROOT => continue,
+                _ => {}
+            }
+            if !prefixes.contains(p) {
+                continue;
+            }
+            no_rc.entry(p.to_string()).or_default().push(id as NodeId);
+        }
+        if no_rc.is_empty() {
+            return;
+        }
+        for l in no_rc.values_mut() {
+            l.reverse();
+        }
+        let mut no_rc_b = no_rc.clone();
+        let mut del: Vec<usize> = Vec::new();
+        for (rc_id, prefix) in &recompute {
+            if !no_rc.contains_key(prefix) {
+                continue;
+            }
+            let is_fwd = forward_n(&self.g.nodes[*rc_id as usize].name).is_some();
+            let list = if is_fwd {
+                no_rc.get_mut(prefix)
+            } else {
+                no_rc_b.get_mut(prefix)
+            };
+            let Some(list) = list else { continue };
+            let Some(no_rc_node) = list.pop() else {
+                continue;
+            };
+            let Some(up) = self.g.nodes[no_rc_node as usize].parent else {
+                continue;
+            };
+            let target = fwd_to_bwd(&self.g.nodes[up as usize].name);
+            let Some(new_up) = self.g.get(&target) else {
+                continue;
+            };
+            let anc = self.g.ancestors(new_up);
+            let rc_name = &self.g.nodes[*rc_id as usize].name;
+            if !anc
+                .iter()
+                .any(|a| &self.g.nodes[*a as usize].name == rc_name)
+            {
+                self.g.nodes[*rc_id as usize].parent = Some(new_up);
+                self.g.nodes[new_up as usize].children.push(*rc_id);
+                if let Some(ix) = recompute_index.get(rc_id) {
+                    del.push(*ix);
+                }
+            }
+        }
+        del.sort_unstable_by(|a, b| b.cmp(a));
+        let rc = &mut self.g.nodes[ROOT as usize].children;
+        for ix in del {
+            if ix < rc.len() {
+                rc.remove(ix);
+            }
+        }
+    }
+
+    fn collect_apis_between_modules(&mut self) {
+        let list = std::mem::take(&mut self.g.nodes[ROOT as usize].children);
+        let mut output = Vec::with_capacity(list.len());
+        let mut i = 0;
+        while i < list.len() {
+            let cur = list[i];
+            if self.g.nodes[cur as usize].op == NodeOp::FunctionApi {
+                let mut run = vec![cur];
+                i += 1;
+                while i < list.len() && self.g.nodes[list[i] as usize].op == NodeOp::FunctionApi {
+                    run.push(list[i]);
+                    i += 1;
+                }
+                if run.len() >= 2 {
+                    let k = match self.g.collection_counter {
+                        None => 0,
+                        Some(k) => k + 1,
+                    };
+                    self.g.collection_counter = Some(k);
+                    let name = format!("Apis_Between_Modules.{k}");
+                    let id = self.g.add(name, NodeOp::ApiCollection, None);
+                    for n in &run {
+                        self.g.nodes[*n as usize].parent = Some(id);
+                    }
+                    let first_micro = self.g.nodes[run[0] as usize].micro_step;
+                    let coll = &mut self.g.nodes[id as usize];
+                    coll.children = run;
+                    coll.parent = Some(ROOT);
+                    if first_micro.is_some() {
+                        coll.micro_step = first_micro;
+                    }
+                    output.push(id);
+                } else {
+                    output.extend(run);
+                }
+            } else {
+                output.push(cur);
+                i += 1;
+            }
+        }
+        self.g.nodes[ROOT as usize].children = output;
+    }
+
+    fn add_parameters_grad(&mut self) {
+        let d = self.d;
+        let mut prefixes: Vec<(String, Vec<String>)> = Vec::new();
+        let mut pos: HashMap<String, usize> = HashMap::new();
+        for e in &d.entries {
+            if self.g.index.contains_key(&e.name) {
+                continue;
+            }
+            let Some(start) = params_grad_suffix(&e.name) else {
+                continue;
+            };
+            let (prefix, suffix) = e.name.split_at(start);
+            match pos.get(prefix) {
+                Some(&i) => prefixes[i].1.push(suffix.to_string()),
+                None => {
+                    pos.insert(prefix.to_string(), prefixes.len());
+                    prefixes.push((prefix.to_string(), vec![suffix.to_string()]));
+                }
+            }
+        }
+        if prefixes.is_empty() {
+            return;
+        }
+        let mut max: Vec<i64> = vec![0; prefixes.len()];
+        for n in &self.g.nodes {
+            let parts: Vec<&str> = n.name.split('.').collect();
+            if parts.len() > 2 && parts[parts.len() - 2] == "backward" {
+                let Some(num) = py_int(parts[parts.len() - 1]) else {
+                    continue;
+                };
+                let prefix = parts[..parts.len() - 2].join(".");
+                if let Some(&i) = pos.get(&prefix) {
+                    if num > max[i] {
+                        max[i] = num;
+                    }
+                }
+            }
+        }
+        for (i, (prefix, suffixes)) in prefixes.iter().enumerate() {
+            let Some(parent) = self.g.get(&format!("{prefix}.backward.{}", max[i])) else {
+                continue;
+            };
+            for suffix in suffixes {
+                let name = format!("{prefix}{suffix}");
+                if self.g.index.contains_key(&name) {
+                    continue;
+                }
+                let id = self.g.add(name.clone(), NodeOp::Module, Some(parent));
+                self.g.nodes[id as usize].entry = d.entry_index.get(&name).copied();
+            }
+        }
+    }
+}
+
+fn upsert(
+    list: &mut Vec<(NodeId, String)>,
+    index: &mut HashMap<NodeId, usize>,
+    id: NodeId,
+    prefix: String,
+    i: usize,
+) {
+    if let Some(slot) = list.iter_mut().find(|(n, _)| *n == id) {
+        slot.1 = prefix;
+    } else {
+        list.push((id, prefix));
+    }
+    index.insert(id, i);
+}
+
+/// Start of a `\.parameters_grad(?:\.\d+)?$` suffix.
+fn params_grad_suffix(name: &str) -> Option<usize> {
+    if let Some(p) = name.strip_suffix(".parameters_grad") {
+        return Some(p.len());
+    }
+    let (head, digits) = name.rsplit_once('.')?;
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    head.strip_suffix(".parameters_grad").map(|p| p.len())
+}
+
+impl Node {
+    fn op_by_name(&self) -> NodeOp {
+        NodeOp::of(&self.name)
+    }
+}
+
+/// The batch p2p info of a node (`op`, `peer`, `group_id` of each P2POp in output[0]).
+pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> {
+    let n = g.node(id);
+    let Some(e) = n.entry.and_then(|e| d.entries.get(e as usize)) else {
+        return Vec::new();
+    };
+    let s = &d.store;
+    let Some(out) = s.get(e.value, "output") else {
+        return Vec::new();
+    };
+    let Some(first) = s.list(out).first().copied() else {
+        return Vec::new();
+    };
+    let mut res = Vec::new();
+    for p in s.list(first) {
+        if !matches!(p, Val::Obj { .. }) {
+            continue;
+        }
+        let f = |k: &str| s.get(*p, k).map(Py::from_val).unwrap_or(Py::None);
+        res.push((f("op"), f("peer"), f("group_id")));
+    }
+    res
+}

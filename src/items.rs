@@ -1,0 +1,822 @@
+//! Tensor items: msprobe's `read_op` / `op_item_parse` / `gen_op_item`, which flatten a dump
+//! entry into named items, and `format_node_data`, which turns items into the strings stored in
+//! the `.vis.db`.
+//!
+//! An [`Item`] is an ordered dict, like the Python one, whose values are [`Py`] objects. Keys are
+//! interned in the dump's [`Store`]; the keys msprobe itself adds have fixed ids ([`k`]).
+
+use crate::error::{Error, Result};
+use crate::json::{KeyId, Store, Val};
+use crate::pyfmt::{float_repr, json_str, py_repr, py_str};
+
+/// Keys with fixed ids: [`intern_known_keys`] interns them first, in this order.
+pub mod k {
+    use crate::json::KeyId;
+    pub const TYPE: KeyId = KeyId(0);
+    pub const DTYPE: KeyId = KeyId(1);
+    pub const SHAPE: KeyId = KeyId(2);
+    pub const MAX: KeyId = KeyId(3);
+    pub const MIN: KeyId = KeyId(4);
+    pub const MEAN: KeyId = KeyId(5);
+    pub const NORM: KeyId = KeyId(6);
+    pub const REQUIRES_GRAD: KeyId = KeyId(7);
+    pub const MD5: KeyId = KeyId(8);
+    pub const DATA_NAME: KeyId = KeyId(9);
+    pub const FULL_OP_NAME: KeyId = KeyId(10);
+    pub const STATE: KeyId = KeyId(11);
+    pub const VALUE: KeyId = KeyId(12);
+    pub const GROUP_RANKS: KeyId = KeyId(13);
+    pub const GROUP_ID: KeyId = KeyId(14);
+    pub const CLASS_TYPE: KeyId = KeyId(15);
+    pub const OP: KeyId = KeyId(16);
+    pub const PEER: KeyId = KeyId(17);
+    pub const TAG: KeyId = KeyId(18);
+    pub const TENSOR: KeyId = KeyId(19);
+    pub const MAX_DIFF: KeyId = KeyId(20);
+    pub const MIN_DIFF: KeyId = KeyId(21);
+    pub const MEAN_DIFF: KeyId = KeyId(22);
+    pub const NORM_DIFF: KeyId = KeyId(23);
+    pub const MAX_REL: KeyId = KeyId(24);
+    pub const MIN_REL: KeyId = KeyId(25);
+    pub const MEAN_REL: KeyId = KeyId(26);
+    pub const NORM_REL: KeyId = KeyId(27);
+    pub const RG_CONSISTENT: KeyId = KeyId(28);
+    pub const RESULT: KeyId = KeyId(29);
+    pub const ERR_MESSAGE: KeyId = KeyId(30);
+    pub const INPUT_ARGS: KeyId = KeyId(31);
+    pub const INPUT_KWARGS: KeyId = KeyId(32);
+    pub const INPUT: KeyId = KeyId(33);
+    pub const OUTPUT: KeyId = KeyId(34);
+    pub const PARAMETERS: KeyId = KeyId(35);
+    pub const ERROR_KEY: KeyId = KeyId(36);
+    pub const COSINE: KeyId = KeyId(37);
+    pub const EUC_DIST: KeyId = KeyId(38);
+    pub const MAX_ABS_ERR: KeyId = KeyId(39);
+    pub const ONE_THOUSANDTH: KeyId = KeyId(40);
+    pub const FIVE_THOUSANDTHS: KeyId = KeyId(41);
+}
+
+const KNOWN_KEYS: &[&str] = &[
+    "type",
+    "dtype",
+    "shape",
+    "Max",
+    "Min",
+    "Mean",
+    "Norm",
+    "requires_grad",
+    "md5",
+    "data_name",
+    "full_op_name",
+    "state",
+    "value",
+    "group_ranks",
+    "group_id",
+    "class_type",
+    "op",
+    "peer",
+    "tag",
+    "tensor",
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+    "Requires_grad Consistent",
+    "Result",
+    "Err_message",
+    "input_args",
+    "input_kwargs",
+    "input",
+    "output",
+    "parameters",
+    "error_key",
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+];
+
+/// Interns the fixed keys into a fresh store so that the ids in [`k`] hold.
+pub fn intern_known_keys(store: &mut Store) {
+    for (i, key) in KNOWN_KEYS.iter().enumerate() {
+        let id = store.intern_key(key);
+        debug_assert_eq!(id, KeyId(i as u32));
+    }
+}
+
+/// A Python object as msprobe's item dicts hold it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Py {
+    None,
+    /// A value straight from the dump (no copy).
+    V(Val),
+    S(String),
+    F(f64),
+    I(i64),
+    B(bool),
+}
+
+impl Py {
+    pub fn from_val(v: Val) -> Py {
+        match v {
+            Val::Null => Py::None,
+            v => Py::V(v),
+        }
+    }
+    pub fn is_none(&self) -> bool {
+        matches!(self, Py::None | Py::V(Val::Null))
+    }
+    /// `str(x)`.
+    pub fn to_py_str(&self, store: &Store) -> String {
+        match self {
+            Py::None => "None".into(),
+            Py::V(v) => py_str(store, *v),
+            Py::S(s) => s.clone(),
+            Py::F(f) => float_repr(*f),
+            Py::I(i) => i.to_string(),
+            Py::B(b) => if *b { "True" } else { "False" }.into(),
+        }
+    }
+    /// The text if this is a Python str.
+    pub fn as_str<'a>(&'a self, store: &'a Store) -> Option<&'a str> {
+        match self {
+            Py::S(s) => Some(s),
+            Py::V(Val::Str(r)) => Some(store.str(*r)),
+            _ => None,
+        }
+    }
+    /// A real number (int or float, not bool), as Python arithmetic would see it.
+    pub fn num(&self, store: &Store) -> Option<Num> {
+        match self {
+            Py::V(Val::Int(i)) | Py::I(i) => Some(Num::Int(*i as i128)),
+            Py::V(Val::BigInt(r)) => store
+                .str(*r)
+                .parse::<i128>()
+                .ok()
+                .map(Num::Int)
+                .or_else(|| store.str(*r).parse::<f64>().ok().map(Num::Float)),
+            Py::V(Val::Float(f)) | Py::F(f) => Some(Num::Float(*f)),
+            _ => None,
+        }
+    }
+    /// Python truthiness.
+    pub fn truthy(&self, store: &Store) -> bool {
+        match self {
+            Py::None => false,
+            Py::V(v) => truthy(store, *v),
+            Py::S(s) => !s.is_empty(),
+            Py::F(f) => *f != 0.0,
+            Py::I(i) => *i != 0,
+            Py::B(b) => *b,
+        }
+    }
+    /// Python `==` between two objects of one store.
+    pub fn py_eq(&self, other: &Py, store: &Store) -> bool {
+        if let (Some(a), Some(b)) = (self.num(store), other.num(store)) {
+            return a.eq(&b);
+        }
+        let bool_of = |p: &Py| match p {
+            Py::B(b) | Py::V(Val::Bool(b)) => Some(*b),
+            _ => None,
+        };
+        match (bool_of(self), bool_of(other)) {
+            (Some(a), Some(b)) => return a == b,
+            (Some(a), None) => return other.num(store).is_some_and(|n| n.eq(&Num::Int(a as i128))),
+            (None, Some(b)) => return self.num(store).is_some_and(|n| n.eq(&Num::Int(b as i128))),
+            _ => {}
+        }
+        if self.is_none() || other.is_none() {
+            return self.is_none() && other.is_none();
+        }
+        match (self.as_str(store), other.as_str(store)) {
+            (Some(a), Some(b)) => return a == b,
+            (Some(_), None) | (None, Some(_)) => return false,
+            _ => {}
+        }
+        // Lists and dicts: compare their printed forms (same store, same structure).
+        match (self, other) {
+            (Py::V(a), Py::V(b)) => {
+                let (mut x, mut y) = (String::new(), String::new());
+                py_repr(store, *a, &mut x);
+                py_repr(store, *b, &mut y);
+                x == y
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A Python int or float.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+impl Num {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+    fn eq(&self, o: &Num) -> bool {
+        match (self, o) {
+            (Num::Int(a), Num::Int(b)) => a == b,
+            _ => self.as_f64() == o.as_f64(),
+        }
+    }
+}
+
+/// Python truthiness of a dump value.
+pub fn truthy(store: &Store, v: Val) -> bool {
+    match v {
+        Val::Null => false,
+        Val::Bool(b) => b,
+        Val::Int(i) => i != 0,
+        Val::BigInt(_) => true,
+        Val::Float(f) => f != 0.0,
+        Val::Str(r) => r.len > 0,
+        Val::List { len, .. } | Val::Obj { len, .. } => {
+            let _ = store;
+            len > 0
+        }
+    }
+}
+
+/// The section an item belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Input,
+    Output,
+    Parameters,
+    ParametersGrad,
+    Debug,
+}
+
+/// One flattened item: an ordered dict plus msprobe's `state` and `full_op_name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub fields: Vec<(KeyId, Py)>,
+    pub state: State,
+    pub full_op_name: String,
+}
+
+impl Item {
+    pub fn get(&self, key: KeyId) -> Option<&Py> {
+        self.fields.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+    /// `d[key]`, or Python None when absent.
+    pub fn get_or_none(&self, key: KeyId) -> Py {
+        self.get(key).cloned().unwrap_or(Py::None)
+    }
+    pub fn has(&self, key: KeyId) -> bool {
+        self.fields.iter().any(|(k, _)| *k == key)
+    }
+    /// `d[key] = v`: in place if present, else appended.
+    pub fn set(&mut self, key: KeyId, v: Py) {
+        if let Some(slot) = self.fields.iter_mut().find(|(k, _)| *k == key) {
+            slot.1 = v;
+        } else {
+            self.fields.push((key, v));
+        }
+    }
+    pub fn remove(&mut self, key: KeyId) {
+        self.fields.retain(|(k, _)| *k != key);
+    }
+    pub fn data_name(&self, store: &Store) -> String {
+        self.get(k::DATA_NAME)
+            .map(|v| v.to_py_str(store))
+            .unwrap_or_else(|| "-1".into())
+    }
+}
+
+fn default_item(name: &str, state: State) -> Item {
+    Item {
+        fields: vec![
+            (k::TYPE, Py::None),
+            (k::MAX, Py::None),
+            (k::MIN, Py::None),
+            (k::MEAN, Py::None),
+            (k::NORM, Py::None),
+            (k::DTYPE, Py::None),
+            (k::SHAPE, Py::None),
+            (k::MD5, Py::None),
+            (k::VALUE, Py::None),
+            (k::DATA_NAME, Py::S("-1".into())),
+            (k::REQUIRES_GRAD, Py::None),
+        ],
+        state,
+        full_op_name: name.to_string(),
+    }
+}
+
+const MAX_PARSE_DEPTH: usize = 400;
+
+/// `read_op`: all items of one dump entry (`entry` None = no entry, i.e. `{}`).
+pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> Result<Vec<Item>> {
+    let mut out = Vec::new();
+    let Some(entry) = entry else {
+        return Ok(out);
+    };
+    if !matches!(entry, Val::Obj { .. }) {
+        if matches!(entry, Val::Null) {
+            // `name in None` fails in msprobe; we read it as an entry without data.
+            return Ok(out);
+        }
+        return Err(Error::schema(
+            file,
+            crate::dump::entry_path(op_name),
+            "expected an object with input_args/input_kwargs/output (or input/output), found another value",
+        ));
+    }
+    let segs: Vec<&str> = op_name.split('.').collect();
+    let last = segs.last().copied().unwrap_or("");
+    let second_last = if segs.len() >= 2 {
+        segs[segs.len() - 2]
+    } else {
+        ""
+    };
+    if last == "debug" {
+        op_item_parse(store, Some(entry), op_name, State::Debug, 0, &mut out, file)?;
+    } else if last == "parameters_grad" || second_last == "parameters_grad" {
+        op_item_parse(
+            store,
+            Some(entry),
+            op_name,
+            State::ParametersGrad,
+            0,
+            &mut out,
+            file,
+        )?;
+    } else {
+        for (key, suffix, state) in [
+            (k::INPUT_ARGS, ".input", State::Input),
+            (k::INPUT_KWARGS, ".input", State::Input),
+            (k::INPUT, ".input", State::Input),
+            (k::OUTPUT, ".output", State::Output),
+            (k::PARAMETERS, ".parameters", State::Parameters),
+        ] {
+            if let Some((_, v)) = store.obj(entry).iter().find(|(kk, _)| *kk == key) {
+                let name = format!("{op_name}{suffix}");
+                op_item_parse(store, Some(*v), &name, state, 0, &mut out, file)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn op_item_parse(
+    store: &Store,
+    data: Option<Val>,
+    name: &str,
+    state: State,
+    depth: usize,
+    out: &mut Vec<Item>,
+    file: &str,
+) -> Result<()> {
+    if depth > MAX_PARSE_DEPTH {
+        return Err(Error::new(
+            crate::error::ErrorKind::Limit,
+            file,
+            crate::error::Place::Path(name.to_string()),
+            "parse of api/module exceeds the recursion limit (400 levels)",
+        ));
+    }
+    let v = match data {
+        None | Some(Val::Null) => {
+            out.push(default_item(name, state));
+            return Ok(());
+        }
+        Some(v) => v,
+    };
+    if !truthy(store, v) {
+        return Ok(());
+    }
+    match v {
+        Val::List { .. } => {
+            let in_grad = name.split('.').any(|s| s == "parameters_grad");
+            for (i, x) in store.list(v).iter().enumerate() {
+                if in_grad {
+                    op_item_parse(store, Some(*x), name, state, depth + 1, out, file)?;
+                } else {
+                    let sub = format!("{name}.{i}");
+                    op_item_parse(store, Some(*x), &sub, state, depth + 1, out, file)?;
+                }
+            }
+        }
+        Val::Obj { .. } => {
+            if store.get(v, "class_type").and_then(|c| store.as_str(c))
+                == Some("torch.distributed.P2POp")
+            {
+                let extra: Vec<(KeyId, Py)> = [k::CLASS_TYPE, k::OP, k::PEER, k::TAG, k::GROUP_ID]
+                    .iter()
+                    .map(|key| {
+                        let val = store
+                            .obj(v)
+                            .iter()
+                            .find(|(kk, _)| kk == key)
+                            .map(|(_, x)| Py::from_val(*x))
+                            .unwrap_or(Py::None);
+                        (*key, val)
+                    })
+                    .collect();
+                let tensor = store
+                    .obj(v)
+                    .iter()
+                    .find(|(kk, _)| *kk == k::TENSOR)
+                    .map(|(_, x)| *x);
+                let mut item = match tensor {
+                    Some(t @ Val::Obj { .. }) => gen_op_item(store, t, name, state),
+                    _ => default_item(name, state),
+                };
+                for (key, val) in extra {
+                    item.set(key, val);
+                }
+                out.push(item);
+                return Ok(());
+            }
+            if store
+                .obj(v)
+                .iter()
+                .any(|(kk, x)| *kk == k::TYPE && matches!(x, Val::Str(_)))
+            {
+                out.push(gen_op_item(store, v, name, state));
+                return Ok(());
+            }
+            for (kk, x) in store.obj(v) {
+                let sub = format!("{name}.{}", store.key(*kk));
+                op_item_parse(store, Some(*x), &sub, state, depth + 1, out, file)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `str(np.shape(np.array(value)))` for the nested lists a slice value holds.
+fn np_shape_str(store: &Store, v: Val) -> String {
+    let mut dims = Vec::new();
+    let mut cur = v;
+    loop {
+        match cur {
+            Val::List { .. } => {
+                let l = store.list(cur);
+                dims.push(l.len());
+                // Only descend while every element is a list of the same length (rectangular).
+                let Some(first) = l.first() else { break };
+                if let Val::List { len, .. } = first {
+                    if l.iter()
+                        .all(|x| matches!(x, Val::List { len: n, .. } if n == len))
+                    {
+                        cur = *first;
+                        continue;
+                    }
+                }
+                break;
+            }
+            _ => break,
+        }
+    }
+    match dims.len() {
+        0 => "()".into(),
+        1 => format!("({},)", dims[0]),
+        _ => format!(
+            "({})",
+            dims.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// `str(type(value))` of a JSON-loaded value.
+fn py_type_str(v: Option<Val>) -> &'static str {
+    match v {
+        None | Some(Val::Null) => "<class 'NoneType'>",
+        Some(Val::Bool(_)) => "<class 'bool'>",
+        Some(Val::Int(_)) | Some(Val::BigInt(_)) => "<class 'int'>",
+        Some(Val::Float(_)) => "<class 'float'>",
+        Some(Val::Str(_)) => "<class 'str'>",
+        Some(Val::List { .. }) => "<class 'list'>",
+        Some(Val::Obj { .. }) => "<class 'dict'>",
+    }
+}
+
+/// CRC-32 (IEEE), as `zlib.crc32`.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &b in bytes {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            let mask = (crc & 1).wrapping_neg();
+            crc = (crc >> 1) ^ (0xEDB8_8320 & mask);
+        }
+    }
+    !crc
+}
+
+fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
+    let pairs = store.obj(data);
+    let get = |key: KeyId| pairs.iter().find(|(kk, _)| *kk == key).map(|(_, x)| *x);
+    let mut item = Item {
+        fields: Vec::with_capacity(pairs.len() + 6),
+        state,
+        full_op_name: String::new(),
+    };
+    for (kk, x) in pairs {
+        if *kk == k::STATE || *kk == k::FULL_OP_NAME {
+            continue;
+        }
+        let v = match x {
+            Val::Bool(b) => Py::S(if *b { "True" } else { "False" }.into()),
+            other => Py::from_val(*other),
+        };
+        item.fields.push((*kk, v));
+    }
+    let data_name = match get(k::DATA_NAME) {
+        Some(v) if truthy(store, v) => py_str(store, v),
+        _ => "-1".to_string(),
+    };
+    item.full_op_name = if data_name != "-1" {
+        match data_name.rsplit_once('.') {
+            Some((a, _)) => a.to_string(),
+            None => data_name.clone(),
+        }
+    } else {
+        name.to_string()
+    };
+    item.set(k::DATA_NAME, Py::S(data_name));
+    if !item.has(k::REQUIRES_GRAD) {
+        item.fields.push((k::REQUIRES_GRAD, Py::None));
+    }
+    for key in [k::MAX, k::MIN, k::MEAN, k::NORM] {
+        if !item.has(key) {
+            item.fields.push((key, Py::None));
+        }
+    }
+    let dtype_truthy = item.get(k::DTYPE).is_some_and(|d| d.truthy(store));
+    if !dtype_truthy {
+        let ty = get(k::TYPE).and_then(|t| store.as_str(t)).unwrap_or("");
+        let ty_py = get(k::TYPE).map(Py::from_val).unwrap_or(Py::None);
+        let value = get(k::VALUE);
+        let last_seg = name.rsplit('.').next().unwrap_or("");
+        let stats = [k::MAX, k::MIN, k::MEAN, k::NORM];
+        if ty == "torch.Size" {
+            item.set(k::DTYPE, ty_py);
+            item.set(
+                k::SHAPE,
+                Py::S(value.map(|v| py_str(store, v)).unwrap_or("None".into())),
+            );
+        } else if ty == "slice" {
+            item.set(k::DTYPE, ty_py);
+            item.set(
+                k::SHAPE,
+                Py::S(value.map(|v| np_shape_str(store, v)).unwrap_or("()".into())),
+            );
+        } else if ty == "ellipsis" {
+            item.set(k::DTYPE, ty_py);
+            item.set(k::SHAPE, Py::S("[]".into()));
+            for s in stats {
+                item.set(s, value.map(Py::from_val).unwrap_or(Py::None));
+            }
+        } else if ["src", "dst", "group_src", "group_dst"].contains(&last_seg) {
+            item.set(k::DTYPE, ty_py);
+            item.set(k::SHAPE, Py::S("[]".into()));
+            let s = value.map(|v| py_str(store, v)).unwrap_or("None".into());
+            for st in stats {
+                item.set(st, Py::S(s.clone()));
+            }
+            item.set(k::MD5, Py::S(s));
+        } else if ty == "torch.ProcessGroup" {
+            item.set(k::DTYPE, ty_py);
+            item.set(k::SHAPE, Py::S("[]".into()));
+            let s = get(k::GROUP_RANKS)
+                .map(|v| py_str(store, v))
+                .unwrap_or("None".into());
+            for st in stats {
+                item.set(st, Py::S(s.clone()));
+            }
+            item.set(k::MD5, Py::S(s));
+        } else {
+            item.set(k::DTYPE, Py::S(py_type_str(value).into()));
+            item.set(k::SHAPE, Py::S("[]".into()));
+            for s in stats {
+                item.set(s, value.map(Py::from_val).unwrap_or(Py::None));
+            }
+        }
+    }
+    let md5_truthy = item.get(k::MD5).is_some_and(|m| m.truthy(store));
+    if !md5_truthy {
+        let text = match get(k::VALUE) {
+            Some(v) => py_str(store, v),
+            None => String::new(),
+        };
+        item.set(k::MD5, Py::S(format!("{:08x}", crc32(text.as_bytes()))));
+    }
+    item
+}
+
+/// An ordered dict of items keyed as msprobe keys them.
+pub type ItemMap = Vec<(String, Item)>;
+
+fn dict_insert(map: &mut ItemMap, key: String, item: Item) {
+    if let Some(slot) = map.iter_mut().find(|(kk, _)| *kk == key) {
+        slot.1 = item;
+    } else {
+        map.push((key, item));
+    }
+}
+
+/// `get_input_output`: splits items into input_data and output_data.
+pub fn input_output(store: &Store, items: Vec<Item>) -> (ItemMap, ItemMap) {
+    let mut input = Vec::new();
+    let mut output = Vec::new();
+    for item in items {
+        if item.full_op_name.is_empty() {
+            continue;
+        }
+        if item.full_op_name.contains(".output.") && !item.full_op_name.contains(".input.") {
+            let key = item.full_op_name.clone();
+            dict_insert(&mut output, key, item);
+        } else {
+            let dn = item.get(k::DATA_NAME);
+            let key = match dn.and_then(|d| d.as_str(store)) {
+                Some(s) if s != "-1" => s.rsplit_once('.').map(|(a, _)| a).unwrap_or(s).to_string(),
+                _ => item.full_op_name.clone(),
+            };
+            dict_insert(&mut input, key, item);
+        }
+    }
+    (input, output)
+}
+
+/// The compare mode an export is made in (msprobe's `compare_mode` of the graph).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Build (single graph): md5 is removed.
+    Build,
+    Summary,
+    Md5,
+    RealData,
+    Structure,
+}
+
+/// `_format_decimal_string`: rounds a whole-string decimal with more than 6 places.
+fn format_decimal_string(s: &str) -> String {
+    let (num, pct) = match s.strip_suffix('%') {
+        Some(n) => (n, true),
+        None => (s, false),
+    };
+    let Some((a, b)) = num.split_once('.') else {
+        return s.to_string();
+    };
+    let ok = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|c| c.is_ascii_digit());
+    if !ok(a) || !ok(b) || b.len() <= 6 {
+        return s.to_string();
+    }
+    let Ok(x) = num.parse::<f64>() else {
+        return s.to_string();
+    };
+    let mut out = format_fixed6(x);
+    if pct {
+        out.push('%');
+    }
+    out
+}
+
+/// `f"{x:.6f}"` with Python's correct rounding (half to even on the exact binary value).
+pub fn format_fixed6(x: f64) -> String {
+    // Rust's `{:.6}` formats the exact value and rounds half to even, like Python.
+    format!("{x:.6}")
+}
+
+/// Appends the formatted item (`_format_data`) as a JSON object to `out`.
+pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &mut String) {
+    let batch_p2p = node_id.contains("batch_isend_irecv");
+    let is_pg = item
+        .get(k::TYPE)
+        .and_then(|t| t.as_str(store))
+        .is_some_and(|t| t == "torch.ProcessGroup");
+    let mut fields: Vec<(KeyId, String, bool)> = Vec::with_capacity(item.fields.len());
+    let mut all_null = false;
+    for (key, v) in &item.fields {
+        let key = *key;
+        if key == k::STATE || key == k::FULL_OP_NAME {
+            continue;
+        }
+        if key == k::MD5 && mode != Mode::Md5 {
+            continue;
+        }
+        if batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key) {
+            continue;
+        }
+        if is_pg && ![k::TYPE, k::GROUP_RANKS, k::GROUP_ID, k::DATA_NAME].contains(&key) {
+            continue;
+        }
+        let s = if let Some(text) = v.as_str(store) {
+            let t = text.replace('\'', "").replace("None", "null");
+            format_decimal_string(&t)
+        } else if v.is_none() {
+            "null".to_string()
+        } else if key == k::ERROR_KEY {
+            // error_key keeps its raw (JSON) value.
+            let mut raw = String::new();
+            if let Py::V(val) = v {
+                crate::pyfmt::json_dumps(store, *val, &mut raw);
+            }
+            fields.push((key, raw, true));
+            continue;
+        } else {
+            v.to_py_str(store)
+        };
+        if key == k::MAX && s == "null" {
+            all_null = true;
+        }
+        fields.push((key, s, false));
+    }
+    if all_null {
+        out.push_str("{\"value\": \"null\"}");
+        return;
+    }
+    out.push('{');
+    for (i, (key, s, raw)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json_str(store.key(*key), out);
+        out.push_str(": ");
+        if *raw {
+            out.push_str(s);
+        } else {
+            json_str(s, out);
+        }
+    }
+    out.push('}');
+}
+
+/// `json.dumps(format_node_data(data))` for one input_data/output_data dict.
+pub fn format_map(store: &Store, map: &ItemMap, node_id: &str, mode: Mode) -> String {
+    let mut out = String::from("{");
+    for (i, (key, item)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json_str(key, &mut out);
+        out.push_str(": ");
+        format_item(store, item, node_id, mode, &mut out);
+    }
+    out.push('}');
+    out
+}
+
+/// The formatted fields of one item as (key, text) pairs, for views.
+pub fn formatted_fields(
+    store: &Store,
+    item: &Item,
+    node_id: &str,
+    mode: Mode,
+) -> Vec<(String, String)> {
+    let mut s = String::new();
+    format_item(store, item, node_id, mode, &mut s);
+    match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&s) {
+        Ok(m) => m
+            .into_iter()
+            .map(|(kk, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                (kk, text)
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32_matches_zlib() {
+        assert_eq!(format!("{:08x}", crc32(b"1")), "83dcefb7");
+        assert_eq!(format!("{:08x}", crc32(b"")), "00000000");
+    }
+
+    #[test]
+    fn decimal_strings() {
+        assert_eq!(format_decimal_string("23.076923076923077%"), "23.076923%");
+        assert_eq!(format_decimal_string("0.0%"), "0.0%");
+        assert_eq!(format_decimal_string("-0.1234567%"), "-0.1234567%");
+        assert_eq!(format_decimal_string("1e-05%"), "1e-05%");
+        assert_eq!(format_fixed6(0.0078125), "0.007812");
+        assert_eq!(format_fixed6(2.5e-7), "0.000000");
+    }
+}

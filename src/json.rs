@@ -1,0 +1,557 @@
+//! A small JSON reader over bytes, built for msprobe's files.
+//!
+//! It accepts what Python's `json` module writes and reads: the bare tokens `NaN`, `Infinity` and
+//! `-Infinity`, integers of any size, and duplicate keys (the last value wins, at the first key's
+//! position, like a Python dict). Values land in a [`Store`]: a compact arena of 16-byte [`Val`]s,
+//! strings in one byte buffer, keys interned. Nothing here allocates per value beyond the arena,
+//! and nesting is bounded by [`MAX_DEPTH`], so no input recurses without bound.
+//!
+//! Errors carry the byte offset; [`line_col`] turns it into a line and column for messages.
+
+use std::collections::HashMap;
+
+/// Deepest nesting accepted (msprobe's own files nest a handful of levels).
+pub const MAX_DEPTH: usize = 512;
+
+/// A JSON value inside a [`Store`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Val {
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// An integer literal too big for `i64`; its digits live in the string buffer.
+    BigInt(StrRef),
+    Float(f64),
+    Str(StrRef),
+    /// `len` values at `vals[start..]`.
+    List {
+        start: u32,
+        len: u32,
+    },
+    /// `len` (key, value) pairs at `pairs[start..]`.
+    Obj {
+        start: u32,
+        len: u32,
+    },
+}
+
+/// A string in [`Store::text`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StrRef {
+    pub off: u32,
+    pub len: u32,
+}
+
+/// An interned object key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(pub u32);
+
+/// Arena of parsed values.
+#[derive(Default, Debug)]
+pub struct Store {
+    pub vals: Vec<Val>,
+    pub pairs: Vec<(KeyId, Val)>,
+    pub text: String,
+    keys: Vec<Box<str>>,
+    key_ids: HashMap<Box<str>, KeyId>,
+}
+
+impl Store {
+    pub fn str(&self, r: StrRef) -> &str {
+        self.text
+            .get(r.off as usize..(r.off + r.len) as usize)
+            .unwrap_or("")
+    }
+    pub fn push_str(&mut self, s: &str) -> StrRef {
+        let off = self.text.len() as u32;
+        self.text.push_str(s);
+        StrRef {
+            off,
+            len: s.len() as u32,
+        }
+    }
+    pub fn key(&self, k: KeyId) -> &str {
+        self.keys.get(k.0 as usize).map(|s| &**s).unwrap_or("")
+    }
+    pub fn intern_key(&mut self, s: &str) -> KeyId {
+        if let Some(k) = self.key_ids.get(s) {
+            return *k;
+        }
+        let k = KeyId(self.keys.len() as u32);
+        self.keys.push(s.into());
+        self.key_ids.insert(s.into(), k);
+        k
+    }
+    pub fn find_key(&self, s: &str) -> Option<KeyId> {
+        self.key_ids.get(s).copied()
+    }
+    pub fn list(&self, v: Val) -> &[Val] {
+        match v {
+            Val::List { start, len } => self
+                .vals
+                .get(start as usize..(start + len) as usize)
+                .unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+    pub fn obj(&self, v: Val) -> &[(KeyId, Val)] {
+        match v {
+            Val::Obj { start, len } => self
+                .pairs
+                .get(start as usize..(start + len) as usize)
+                .unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+    /// Value of `key` in object `v` (None if `v` is not an object or has no such key).
+    pub fn get(&self, v: Val, key: &str) -> Option<Val> {
+        let k = self.find_key(key)?;
+        self.obj(v).iter().find(|(kk, _)| *kk == k).map(|(_, v)| *v)
+    }
+    pub fn as_str(&self, v: Val) -> Option<&str> {
+        match v {
+            Val::Str(r) => Some(self.str(r)),
+            _ => None,
+        }
+    }
+    pub fn new_list(&mut self, items: &[Val]) -> Val {
+        let start = self.vals.len() as u32;
+        self.vals.extend_from_slice(items);
+        Val::List {
+            start,
+            len: items.len() as u32,
+        }
+    }
+    pub fn new_obj(&mut self, items: &[(KeyId, Val)]) -> Val {
+        let start = self.pairs.len() as u32;
+        self.pairs.extend_from_slice(items);
+        Val::Obj {
+            start,
+            len: items.len() as u32,
+        }
+    }
+}
+
+/// A syntax error at a byte offset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    pub offset: usize,
+    pub msg: String,
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `buf`.
+pub fn line_col(buf: &[u8], offset: usize) -> (usize, usize) {
+    let end = offset.min(buf.len());
+    let before = &buf[..end];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|p| p + 1)
+        .unwrap_or(0);
+    let col = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    (line, col)
+}
+
+/// Cursor over JSON bytes.
+pub struct Reader<'a> {
+    pub buf: &'a [u8],
+    pub pos: usize,
+    scratch: String,
+    stack_vals: Vec<Val>,
+    stack_pairs: Vec<(KeyId, Val)>,
+}
+
+type R<T> = Result<T, SyntaxError>;
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        // A UTF-8 byte order mark is skipped, as Python's json.load does not accept it but
+        // editors sometimes add one; we are lenient here.
+        let pos = if buf.starts_with(&[0xEF, 0xBB, 0xBF]) {
+            3
+        } else {
+            0
+        };
+        Reader {
+            buf,
+            pos,
+            scratch: String::new(),
+            stack_vals: Vec::new(),
+            stack_pairs: Vec::new(),
+        }
+    }
+
+    pub fn err<T>(&self, msg: impl Into<String>) -> R<T> {
+        Err(SyntaxError {
+            offset: self.pos,
+            msg: msg.into(),
+        })
+    }
+
+    pub fn skip_ws(&mut self) {
+        while let Some(&b) = self.buf.get(self.pos) {
+            if b == b' ' || b == b'\n' || b == b'\r' || b == b'\t' {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    pub fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.buf.get(self.pos).copied()
+    }
+
+    fn describe_here(&self) -> String {
+        match self.buf.get(self.pos) {
+            None => "end of file".to_string(),
+            Some(b) if b.is_ascii_graphic() => format!("'{}'", *b as char),
+            Some(b) => format!("byte 0x{b:02x}"),
+        }
+    }
+
+    pub fn expect(&mut self, c: u8) -> R<()> {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            let here = self.describe_here();
+            self.err(format!("expected '{}', found {here}", c as char))
+        }
+    }
+
+    /// After a value: true if a ',' followed (and was consumed), false at the closing `close`.
+    pub fn comma_or_close(&mut self, close: u8) -> R<bool> {
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(false)
+            }
+            _ => {
+                let here = self.describe_here();
+                self.err(format!("expected ',' or '{}', found {here}", close as char))
+            }
+        }
+    }
+
+    /// Reads a string (the opening quote is next) into the scratch buffer and returns it.
+    pub fn read_str(&mut self) -> R<&str> {
+        self.expect(b'"')?;
+        self.scratch.clear();
+        let buf = self.buf;
+        loop {
+            let start = self.pos;
+            // Fast path: copy runs of plain bytes.
+            while let Some(&b) = buf.get(self.pos) {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            if self.pos > start {
+                match std::str::from_utf8(&buf[start..self.pos]) {
+                    Ok(s) => self.scratch.push_str(s),
+                    Err(e) => {
+                        self.pos = start + e.valid_up_to();
+                        return self.err("invalid UTF-8 in a string");
+                    }
+                }
+            }
+            match buf.get(self.pos) {
+                None => return self.err("unterminated string (file ends inside it)"),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(&self.scratch);
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let Some(&e) = buf.get(self.pos) else {
+                        return self.err("unterminated string (file ends inside it)");
+                    };
+                    self.pos += 1;
+                    match e {
+                        b'"' => self.scratch.push('"'),
+                        b'\\' => self.scratch.push('\\'),
+                        b'/' => self.scratch.push('/'),
+                        b'b' => self.scratch.push('\u{8}'),
+                        b'f' => self.scratch.push('\u{c}'),
+                        b'n' => self.scratch.push('\n'),
+                        b'r' => self.scratch.push('\r'),
+                        b't' => self.scratch.push('\t'),
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            let c = if (0xD800..0xDC00).contains(&hi)
+                                && buf.get(self.pos) == Some(&b'\\')
+                                && buf.get(self.pos + 1) == Some(&b'u')
+                            {
+                                let save = self.pos;
+                                self.pos += 2;
+                                let lo = self.hex4()?;
+                                if (0xDC00..0xE000).contains(&lo) {
+                                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                                } else {
+                                    self.pos = save;
+                                    None
+                                }
+                            } else {
+                                char::from_u32(hi)
+                            };
+                            // Lone surrogates (valid in Python strings) become U+FFFD.
+                            self.scratch.push(c.unwrap_or('\u{FFFD}'));
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return self.err("invalid escape in a string");
+                        }
+                    }
+                }
+                Some(_) => return self.err("control character inside a string"),
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> R<u32> {
+        let Some(h) = self.buf.get(self.pos..self.pos + 4) else {
+            return self.err("truncated \\u escape");
+        };
+        let s = std::str::from_utf8(h).ok();
+        match s.and_then(|s| u32::from_str_radix(s, 16).ok()) {
+            Some(v) => {
+                self.pos += 4;
+                Ok(v)
+            }
+            None => self.err("invalid \\u escape"),
+        }
+    }
+
+    fn lit(&mut self, word: &[u8]) -> bool {
+        if self.buf.get(self.pos..self.pos + word.len()) == Some(word) {
+            self.pos += word.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn number(&mut self, store: &mut Store) -> R<Val> {
+        let start = self.pos;
+        let buf = self.buf;
+        if buf.get(self.pos) == Some(&b'-') {
+            self.pos += 1;
+            if self.lit(b"Infinity") {
+                return Ok(Val::Float(f64::NEG_INFINITY));
+            }
+        }
+        let digits_start = self.pos;
+        while buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+            self.pos += 1;
+        }
+        if self.pos == digits_start {
+            return self.err("invalid number");
+        }
+        if buf[digits_start] == b'0' && self.pos - digits_start > 1 {
+            self.pos = digits_start + 1;
+            return self.err("invalid number (leading zero)");
+        }
+        let mut is_float = false;
+        if buf.get(self.pos) == Some(&b'.') {
+            is_float = true;
+            self.pos += 1;
+            let s = self.pos;
+            while buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+                self.pos += 1;
+            }
+            if self.pos == s {
+                return self.err("invalid number (no digits after '.')");
+            }
+        }
+        if matches!(buf.get(self.pos), Some(b'e') | Some(b'E')) {
+            is_float = true;
+            self.pos += 1;
+            if matches!(buf.get(self.pos), Some(b'+') | Some(b'-')) {
+                self.pos += 1;
+            }
+            let s = self.pos;
+            while buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+                self.pos += 1;
+            }
+            if self.pos == s {
+                return self.err("invalid number (no digits in exponent)");
+            }
+        }
+        // The slice is ASCII by construction.
+        let text = std::str::from_utf8(&buf[start..self.pos]).unwrap_or("0");
+        if is_float {
+            // Like Python, a literal beyond f64 becomes +-inf.
+            Ok(Val::Float(text.parse::<f64>().unwrap_or(f64::NAN)))
+        } else {
+            match text.parse::<i64>() {
+                Ok(i) => Ok(Val::Int(i)),
+                Err(_) => Ok(Val::BigInt(store.push_str(text))),
+            }
+        }
+    }
+
+    /// Parses any value into `store`.
+    pub fn value(&mut self, store: &mut Store, depth: usize) -> R<Val> {
+        if depth > MAX_DEPTH {
+            return self.err(format!("nesting deeper than {MAX_DEPTH} levels"));
+        }
+        match self.peek() {
+            None => self.err("unexpected end of file, expected a value"),
+            Some(b'{') => {
+                self.pos += 1;
+                let base = self.stack_pairs.len();
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                } else {
+                    loop {
+                        if self.peek() != Some(b'"') {
+                            let here = self.describe_here();
+                            return self.err(format!("expected a string key, found {here}"));
+                        }
+                        let k = self.read_str()?.to_owned();
+                        let k = store.intern_key(&k);
+                        self.expect(b':')?;
+                        let v = self.value(store, depth + 1)?;
+                        if let Some(slot) = self.stack_pairs[base..].iter_mut().find(|p| p.0 == k) {
+                            slot.1 = v;
+                        } else {
+                            self.stack_pairs.push((k, v));
+                        }
+                        if !self.comma_or_close(b'}')? {
+                            break;
+                        }
+                    }
+                }
+                let start = store.pairs.len() as u32;
+                store.pairs.extend(self.stack_pairs.drain(base..));
+                Ok(Val::Obj {
+                    start,
+                    len: store.pairs.len() as u32 - start,
+                })
+            }
+            Some(b'[') => {
+                self.pos += 1;
+                let base = self.stack_vals.len();
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                } else {
+                    loop {
+                        let v = self.value(store, depth + 1)?;
+                        self.stack_vals.push(v);
+                        if !self.comma_or_close(b']')? {
+                            break;
+                        }
+                    }
+                }
+                let start = store.vals.len() as u32;
+                store.vals.extend(self.stack_vals.drain(base..));
+                Ok(Val::List {
+                    start,
+                    len: store.vals.len() as u32 - start,
+                })
+            }
+            Some(b'"') => {
+                let s = self.read_str()?;
+                // `scratch` is borrowed; copy into the store's buffer.
+                let off = store.text.len() as u32;
+                store.text.push_str(s);
+                Ok(Val::Str(StrRef {
+                    off,
+                    len: store.text.len() as u32 - off,
+                }))
+            }
+            Some(b't') if self.lit(b"true") => Ok(Val::Bool(true)),
+            Some(b'f') if self.lit(b"false") => Ok(Val::Bool(false)),
+            Some(b'n') if self.lit(b"null") => Ok(Val::Null),
+            Some(b'N') if self.lit(b"NaN") => Ok(Val::Float(f64::NAN)),
+            Some(b'I') if self.lit(b"Infinity") => Ok(Val::Float(f64::INFINITY)),
+            Some(b'-') | Some(b'0'..=b'9') => self.number(store),
+            Some(_) => {
+                let here = self.describe_here();
+                self.err(format!("expected a value, found {here}"))
+            }
+        }
+    }
+
+    /// Skips a value without storing it (used for top-level keys we do not read).
+    pub fn skip_value(&mut self, depth: usize) -> R<()> {
+        let mut scratch = Store::default();
+        self.value(&mut scratch, depth).map(|_| ())
+    }
+
+    /// Requires that only whitespace remains.
+    pub fn end(&mut self) -> R<()> {
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => {
+                let here = self.describe_here();
+                self.err(format!("extra data after the JSON value: {here}"))
+            }
+        }
+    }
+}
+
+/// Parses a whole document into a fresh store.
+pub fn parse(buf: &[u8]) -> Result<(Store, Val), SyntaxError> {
+    let mut store = Store::default();
+    let mut r = Reader::new(buf);
+    let v = r.value(&mut store, 0)?;
+    r.end()?;
+    Ok((store, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_tokens_and_ints() {
+        let (s, v) = parse(br#"{"a": NaN, "b": -Infinity, "c": Infinity, "d": 123456789012345678901234, "e": 1.5}"#)
+            .unwrap();
+        let get = |k| s.get(v, k).unwrap();
+        assert!(matches!(get("a"), Val::Float(x) if x.is_nan()));
+        assert_eq!(get("b"), Val::Float(f64::NEG_INFINITY));
+        assert_eq!(get("c"), Val::Float(f64::INFINITY));
+        assert!(matches!(get("d"), Val::BigInt(r) if s.str(r) == "123456789012345678901234"));
+        assert_eq!(get("e"), Val::Float(1.5));
+    }
+
+    #[test]
+    fn duplicate_keys_keep_first_position_last_value() {
+        let (s, v) = parse(br#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
+        let o = s.obj(v);
+        assert_eq!(o.len(), 2);
+        assert_eq!(s.key(o[0].0), "a");
+        assert_eq!(o[0].1, Val::Int(3));
+    }
+
+    #[test]
+    fn errors_have_positions() {
+        let e = parse(b"{\n \"a\": [1, 2,\n").unwrap_err();
+        assert_eq!(line_col(b"{\n \"a\": [1, 2,\n", e.offset), (3, 1));
+        assert!(e.msg.contains("end of file"), "{}", e.msg);
+        let e = parse(b"{\"a\": \"abc").unwrap_err();
+        assert!(e.msg.contains("unterminated string"));
+        let deep = "[".repeat(10_000);
+        let e = parse(deep.as_bytes()).unwrap_err();
+        assert!(e.msg.contains("nesting deeper"));
+    }
+
+    #[test]
+    fn unicode_escapes() {
+        let (s, v) = parse(br#"["\u00e9\ud83d\ude00\n"]"#).unwrap();
+        let l = s.list(v);
+        assert_eq!(s.as_str(l[0]), Some("é😀\n"));
+    }
+}

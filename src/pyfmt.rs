@@ -1,0 +1,279 @@
+//! Python's text forms, reproduced exactly: `repr(float)`, `str()` of JSON-like values, and
+//! `json.dumps` string quoting with `ensure_ascii=True`. msprobe stringifies every cell it
+//! writes with these, so fidelity depends on them.
+
+use crate::json::{Store, Val};
+use std::fmt::Write;
+
+/// `repr(x)` / `str(x)` of a Python float.
+pub fn float_repr(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits, as Python's repr does.
+    // Rust's `{:e}` finds the shortest digit count that round-trips, but on an exact tie it may
+    // round the last digit up; Python (David Gay's dtoa) picks the correctly rounded string of
+    // that length, ties to even. Re-format with exactly that many digits to get it.
+    let shortest = format!("{:e}", x);
+    let n_digits = shortest
+        .split_once('e')
+        .map(|(m, _)| m.chars().filter(|c| c.is_ascii_digit()).count())
+        .unwrap_or(1);
+    // The correctly rounded string can fail to round-trip next to a power of two (the gap below
+    // is half the gap above); then the shortest one Rust found is the only candidate.
+    let rounded = format!("{:.*e}", n_digits.saturating_sub(1), x);
+    let e = if rounded.parse::<f64>() == Ok(x) {
+        rounded
+    } else {
+        shortest
+    };
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let neg = mant.starts_with('-');
+    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
+    let decpt = exp + 1;
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    if !(-4 < decpt && decpt <= 16) {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    } else if decpt <= 0 {
+        out.push_str("0.");
+        for _ in 0..(-decpt) {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else {
+        let d = decpt as usize;
+        if d >= digits.len() {
+            out.push_str(&digits);
+            for _ in 0..(d - digits.len()) {
+                out.push('0');
+            }
+            out.push_str(".0");
+        } else {
+            out.push_str(&digits[..d]);
+            out.push('.');
+            out.push_str(&digits[d..]);
+        }
+    }
+    out
+}
+
+/// `repr(s)` of a Python str.
+pub fn str_repr(s: &str, out: &mut String) {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if (0x80..0xa0).contains(&(c as u32)) => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+}
+
+/// `str(v)` where `v` is the Python object json.load made of this value.
+pub fn py_str(store: &Store, v: Val) -> String {
+    match v {
+        Val::Str(r) => store.str(r).to_string(),
+        _ => {
+            let mut s = String::new();
+            py_repr(store, v, &mut s);
+            s
+        }
+    }
+}
+
+/// `repr(v)` of a JSON-loaded Python object.
+pub fn py_repr(store: &Store, v: Val, out: &mut String) {
+    match v {
+        Val::Null => out.push_str("None"),
+        Val::Bool(true) => out.push_str("True"),
+        Val::Bool(false) => out.push_str("False"),
+        Val::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Val::BigInt(r) => out.push_str(store.str(r)),
+        Val::Float(f) => out.push_str(&float_repr(f)),
+        Val::Str(r) => str_repr(store.str(r), out),
+        Val::List { .. } => {
+            out.push('[');
+            for (i, x) in store.list(v).iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                py_repr(store, *x, out);
+            }
+            out.push(']');
+        }
+        Val::Obj { .. } => {
+            out.push('{');
+            for (i, (k, x)) in store.obj(v).iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                str_repr(store.key(*k), out);
+                out.push_str(": ");
+                py_repr(store, *x, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Appends `s` as a JSON string literal the way `json.dumps` (ensure_ascii) writes it.
+pub fn json_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            c => {
+                let mut buf = [0u16; 2];
+                for u in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{:04x}", u);
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
+/// `json.dumps(v)` with Python's defaults (", " and ": " separators, ASCII escapes,
+/// `NaN`/`Infinity` tokens).
+pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
+    match v {
+        Val::Null => out.push_str("null"),
+        Val::Bool(true) => out.push_str("true"),
+        Val::Bool(false) => out.push_str("false"),
+        Val::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Val::BigInt(r) => out.push_str(store.str(r)),
+        Val::Float(f) => {
+            if f.is_nan() {
+                out.push_str("NaN")
+            } else if f.is_infinite() {
+                out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" })
+            } else {
+                out.push_str(&float_repr(f))
+            }
+        }
+        Val::Str(r) => json_str(store.str(r), out),
+        Val::List { .. } => {
+            out.push('[');
+            for (i, x) in store.list(v).iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                json_dumps(store, *x, out);
+            }
+            out.push(']');
+        }
+        Val::Obj { .. } => {
+            out.push('{');
+            for (i, (k, x)) in store.obj(v).iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                json_str(store.key(*k), out);
+                out.push_str(": ");
+                json_dumps(store, *x, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// `json.dumps(list_of_str)`.
+pub fn json_str_list<S: AsRef<str>>(items: &[S]) -> String {
+    let mut out = String::from("[");
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json_str(s.as_ref(), &mut out);
+    }
+    out.push(']');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_like_python() {
+        for (x, s) in [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (1e-20, "1e-20"),
+            (1e16, "1e+16"),
+            (1.5e16, "1.5e+16"),
+            (1e15, "1000000000000000.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-9.909583604894578e-05, "-9.909583604894578e-05"),
+            (5.656854152679443, "5.656854152679443"),
+            (-0.30000000000000004, "-0.30000000000000004"),
+            (123456.789, "123456.789"),
+            (f64::INFINITY, "inf"),
+            (-0.0, "-0.0"),
+            (2.5e-5, "2.5e-05"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (249.408599853515625, "249.40859985351562"),
+            (186.674591064453125, "186.67459106445312"),
+            (-5.9604644775390625e-08, "-5.960464477539063e-08"),
+            (-5.6843418860808015e-14, "-5.684341886080802e-14"),
+        ] {
+            assert_eq!(float_repr(x), s, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn json_ascii() {
+        let mut s = String::new();
+        json_str("a\"é😀\u{7f}", &mut s);
+        assert_eq!(s, r#""a\"\u00e9\ud83d\ude00\u007f""#);
+    }
+}

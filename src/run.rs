@@ -1,0 +1,409 @@
+//! A whole `graph_visualize` run: which folders hold which step and rank (msprobe's directory
+//! classification), and the per-pair pipeline build → compare → paging → overflow check.
+//!
+//! Files are reached through the [`Files`] trait, so the core stays free of IO: the CLI
+//! implements it over the file system, the page over the files the user dropped.
+
+use crate::compare::{compare, compare_mode, CompareOptions, Comparison};
+use crate::dump::{FileNames, RankDump};
+use crate::error::{Diagnostic, Error, Result};
+use crate::graph::Graph;
+use crate::items::Mode;
+use crate::mapping::LayerMapping;
+use std::borrow::Cow;
+
+/// A read-only tree of files, paths `/`-separated and relative to the dump root ("" = root).
+pub trait Files {
+    /// Entries of a directory: (name, is_dir).
+    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>>;
+    /// A file's bytes.
+    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>>;
+    /// How to name a path in messages (e.g. with the root folder in front).
+    fn display(&self, path: &str) -> String {
+        path.to_string()
+    }
+}
+
+/// msprobe's classification of a dump root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Files,
+    Ranks,
+    Steps,
+}
+
+pub fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// `check_directory_content`.
+pub fn classify(f: &dyn Files, dir: &str) -> Result<Kind> {
+    let mut entries = f.list(dir)?;
+    if entries.is_empty() {
+        return Err(Error::input(f.display(dir), "the folder is empty"));
+    }
+    entries.sort();
+    if entries.iter().any(|(n, _)| n == "dump_tensor_data") {
+        return Ok(Kind::Files);
+    }
+    if entries.iter().all(|(_, d)| !d) {
+        return Ok(Kind::Files);
+    }
+    if (entries.len() == 1 && entries[0].0 == "rank") || entries[0].0.starts_with("proc") {
+        return Ok(Kind::Ranks);
+    }
+    let dirs: Vec<&str> = entries
+        .iter()
+        .filter(|(_, d)| *d)
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let is_num = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    if dirs
+        .iter()
+        .all(|n| n.strip_prefix("rank").is_some_and(is_num))
+    {
+        return Ok(Kind::Ranks);
+    }
+    if dirs
+        .iter()
+        .all(|n| n.strip_prefix("step").is_some_and(is_num))
+    {
+        return Ok(Kind::Steps);
+    }
+    Err(Error::input(
+        f.display(dir),
+        "the folder must hold dump.json, construct.json and stack.json, or only rank<N> (or one proc<PID>) folders, or only step<N> folders",
+    ))
+}
+
+fn prefixed(f: &dyn Files, dir: &str, prefix: &str, skip_wrong: bool) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut entries = f.list(dir)?;
+    entries.sort();
+    for (name, _) in entries {
+        let ok = match name.strip_prefix(prefix) {
+            Some("") => true,
+            Some(rest) => {
+                rest == "0" || (!rest.starts_with('0') && rest.chars().all(|c| c.is_ascii_digit()))
+            }
+            None => false,
+        };
+        if ok {
+            out.push(name);
+        } else if !skip_wrong {
+            return Err(Error::input(
+                f.display(&join(dir, &name)),
+                format!("'{name}' is not in the format of dump output (expected {prefix}<N>); remove it and try again"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn number_of(name: &str) -> i64 {
+    name.get(4..).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+fn sort_numbered(v: &mut [String]) {
+    v.sort_by_key(|s| number_of(s));
+}
+
+fn find_proc_dir(f: &dyn Files, dir: &str) -> Result<String> {
+    let procs: Vec<String> = f
+        .list(dir)?
+        .into_iter()
+        .filter(|(n, d)| {
+            *d && n.starts_with("proc")
+                && !n[4..].is_empty()
+                && n[4..].chars().all(|c| c.is_ascii_digit())
+        })
+        .map(|(n, _)| n)
+        .collect();
+    match procs.len() {
+        1 => Ok(procs.into_iter().next().unwrap_or_default()),
+        0 => Err(Error::input(
+            f.display(dir),
+            "no rank<N> or proc<PID> folder found",
+        )),
+        _ => Err(Error::input(
+            f.display(dir),
+            "more than one proc<PID> folder; expected exactly one",
+        )),
+    }
+}
+
+/// `get_step_or_rank_int`.
+fn step_or_rank_int(name: &str) -> i64 {
+    if name == "rank" || name == "step" || name.starts_with("proc") {
+        0
+    } else {
+        number_of(name)
+    }
+}
+
+/// One (step, rank) pair to build or compare.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PairPlan {
+    pub step: i64,
+    pub rank: i64,
+    pub npu_dir: String,
+    pub bench_dir: Option<String>,
+}
+
+/// All pairs of a run, in export order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Plan {
+    pub kind: Kind,
+    pub pairs: Vec<PairPlan>,
+    pub step_list: Vec<i64>,
+    /// The rank list of each step (tb_config takes the first exported one).
+    pub rank_lists: Vec<Vec<i64>>,
+}
+
+impl Plan {
+    pub fn rank_list(&self) -> Vec<i64> {
+        self.rank_lists.first().cloned().unwrap_or_else(|| vec![0])
+    }
+}
+
+fn rank_dirs(
+    n: &dyn Files,
+    nd: &str,
+    b: Option<(&dyn Files, &str)>,
+) -> Result<Vec<(String, Option<String>)>> {
+    let mut rn = prefixed(n, nd, "rank", true)?;
+    sort_numbered(&mut rn);
+    match b {
+        None => {
+            if rn.is_empty() {
+                rn = vec![find_proc_dir(n, nd)?];
+            }
+            Ok(rn.into_iter().map(|r| (join(nd, &r), None)).collect())
+        }
+        Some((bf, bd)) => {
+            let mut rb = prefixed(bf, bd, "rank", true)?;
+            sort_numbered(&mut rb);
+            if rn.is_empty() && rb.is_empty() {
+                let pn = find_proc_dir(n, nd)?;
+                let pb = find_proc_dir(bf, bd)?;
+                return Ok(vec![(join(nd, &pn), Some(join(bd, &pb)))]);
+            }
+            if rn != rb {
+                let mut inter: Vec<String> =
+                    rn.iter().filter(|r| rb.contains(r)).cloned().collect();
+                sort_numbered(&mut inter);
+                if inter.is_empty() {
+                    return Err(Error::input(
+                        format!("{} / {}", n.display(nd), bf.display(bd)),
+                        "the ranks of the two runs are completely different, unable to match the ranks",
+                    ));
+                }
+                rn = inter;
+            }
+            Ok(rn
+                .into_iter()
+                .map(|r| (join(nd, &r), Some(join(bd, &r))))
+                .collect())
+        }
+    }
+}
+
+/// Plans a build (`bench` None) or compare run over two dump roots.
+pub fn plan(npu: &dyn Files, bench: Option<&dyn Files>) -> Result<Plan> {
+    let kn = classify(npu, "")?;
+    if let Some(b) = bench {
+        let kb = classify(b, "")?;
+        if kn != kb {
+            return Err(Error::input(
+                format!("{} / {}", npu.display(""), b.display("")),
+                format!("the directory structures of the NPU and Bench dumps are inconsistent ({kn:?} vs {kb:?})"),
+            ));
+        }
+    }
+    let mut pairs = Vec::new();
+    let mut rank_lists = Vec::new();
+    let mut step_list = vec![0];
+    match kn {
+        Kind::Files => {
+            pairs.push(PairPlan {
+                step: 0,
+                rank: 0,
+                npu_dir: String::new(),
+                bench_dir: bench.map(|_| String::new()),
+            });
+            rank_lists.push(vec![0]);
+        }
+        Kind::Ranks => {
+            let dirs = rank_dirs(npu, "", bench.map(|b| (b, "")))?;
+            rank_lists.push(dirs.iter().map(|(d, _)| step_or_rank_int(d)).collect());
+            for (nd, bd) in dirs {
+                pairs.push(PairPlan {
+                    step: 0,
+                    rank: step_or_rank_int(&nd),
+                    npu_dir: nd,
+                    bench_dir: bd,
+                });
+            }
+        }
+        Kind::Steps => {
+            let steps: Vec<String> = match bench {
+                None => {
+                    let mut s = prefixed(npu, "", "step", false)?;
+                    s.sort();
+                    s
+                }
+                Some(b) => {
+                    let mut sn = prefixed(npu, "", "step", true)?;
+                    let mut sb = prefixed(b, "", "step", true)?;
+                    sort_numbered(&mut sn);
+                    sort_numbered(&mut sb);
+                    if sn.is_empty() {
+                        return Err(Error::input(npu.display(""), "cannot find step<N> folders"));
+                    }
+                    if sn != sb {
+                        let inter: Vec<String> =
+                            sn.iter().filter(|s| sb.contains(s)).cloned().collect();
+                        if inter.is_empty() {
+                            return Err(Error::input(
+                                format!("{} / {}", npu.display(""), b.display("")),
+                                "the two runs have no step in common",
+                            ));
+                        }
+                        inter
+                    } else {
+                        sn
+                    }
+                }
+            };
+            step_list = steps.iter().map(|s| step_or_rank_int(s)).collect();
+            step_list.sort_unstable();
+            for s in &steps {
+                let dirs = rank_dirs(npu, s, bench.map(|b| (b, s.as_str())))?;
+                rank_lists.push(
+                    dirs.iter()
+                        .map(|(d, _)| step_or_rank_int(d.rsplit('/').next().unwrap_or("")))
+                        .collect(),
+                );
+                for (nd, bd) in dirs {
+                    pairs.push(PairPlan {
+                        step: step_or_rank_int(s),
+                        rank: step_or_rank_int(nd.rsplit('/').next().unwrap_or("")),
+                        npu_dir: nd,
+                        bench_dir: bd,
+                    });
+                }
+            }
+        }
+    }
+    Ok(Plan {
+        kind: kn,
+        pairs,
+        step_list,
+        rank_lists,
+    })
+}
+
+/// Reads the three files of a rank folder.
+pub fn load_rank(f: &dyn Files, dir: &str) -> Result<RankDump> {
+    let names = FileNames {
+        dump: f.display(&join(dir, "dump.json")),
+        construct: f.display(&join(dir, "construct.json")),
+        stack: f.display(&join(dir, "stack.json")),
+    };
+    let construct = f.read(&join(dir, "construct.json"))?;
+    let dump = f.read(&join(dir, "dump.json"))?;
+    let stack = f.read(&join(dir, "stack.json"))?;
+    RankDump::parse(names, &dump, &construct, &stack)
+}
+
+/// Options of a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub layer_mapping: Option<LayerMapping>,
+    pub fuzzy: bool,
+    pub overflow_check: bool,
+}
+
+/// One side of a finished pair.
+#[derive(Debug)]
+pub struct Side {
+    pub dump: RankDump,
+    pub graph: Graph,
+}
+
+/// A built or compared pair.
+#[derive(Debug)]
+pub struct PairResult {
+    pub npu: Side,
+    pub bench: Option<Side>,
+    pub comparison: Option<Comparison>,
+    pub mode: Mode,
+    pub micro_steps: i64,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
+pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Result<PairResult> {
+    let mut gn = Graph::build(&npu)?;
+    let Some(bench) = bench else {
+        let micro_steps = gn.paging_by_micro_step(None);
+        if opts.overflow_check {
+            gn.apply_overflow(&npu);
+        }
+        return Ok(PairResult {
+            npu: Side {
+                dump: npu,
+                graph: gn,
+            },
+            bench: None,
+            comparison: None,
+            mode: Mode::Build,
+            micro_steps,
+            diagnostics: Vec::new(),
+        });
+    };
+    let mut gb = Graph::build(&bench)?;
+    let fw = |d: &RankDump| {
+        d.framework.ok_or_else(|| {
+            Error::input(&d.names.dump, "the dump must be based on the MindSpore or PyTorch framework (no framework key and no torch/mindspore tensor type found)")
+        })
+    };
+    let cross = fw(&npu)? != fw(&bench)?;
+    if cross && opts.layer_mapping.is_none() {
+        return Err(Error::input(
+            format!("{} / {}", npu.names.dump, bench.names.dump),
+            "the two dumps come from different frameworks; a cross-framework compare needs a layer mapping (-lm)",
+        ));
+    }
+    let mode = compare_mode(&npu, &bench)?;
+    let copts = CompareOptions {
+        fuzzy: opts.fuzzy,
+        layer_mapping: opts.layer_mapping.clone(),
+    };
+    let mut cmp = compare(&mut gn, &npu, &mut gb, &bench, mode, &copts);
+    let micro_steps = gn.paging_by_micro_step(Some(&mut gb));
+    if opts.overflow_check {
+        gn.apply_overflow(&npu);
+        gb.apply_overflow(&bench);
+    }
+    let diagnostics = std::mem::take(&mut cmp.diagnostics);
+    Ok(PairResult {
+        npu: Side {
+            dump: npu,
+            graph: gn,
+        },
+        bench: Some(Side {
+            dump: bench,
+            graph: gb,
+        }),
+        comparison: Some(cmp),
+        mode,
+        micro_steps,
+        diagnostics,
+    })
+}
