@@ -19,5 +19,8 @@ pub mod mapping;
 pub mod overflow;
 pub mod pyfmt;
 pub mod run;
+pub mod view;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 
 pub use error::{Diagnostic, Error, Result};

@@ -1,0 +1,318 @@
+//! The WebAssembly boundary: one `#[wasm_bindgen]` handle, [`Session`], with a few coarse
+//! methods. JSON text crosses the boundary; errors become JS `Error`s whose message is the
+//! user-facing text. This is the only file that touches wasm-bindgen.
+
+use crate::error::{Error, Result};
+use crate::mapping::LayerMapping;
+use crate::run::{self, Files, PairResult, RunOptions};
+use crate::view::{self, Order, SideSel};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use wasm_bindgen::prelude::*;
+
+/// Files dropped for one side, keyed by their path relative to the dropped root.
+#[derive(Default)]
+struct MemFiles {
+    files: BTreeMap<String, Vec<u8>>,
+    expected: BTreeMap<String, usize>,
+    root_name: String,
+}
+
+impl Files for MemFiles {
+    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        let mut out: Vec<(String, bool)> = Vec::new();
+        for path in self.files.keys() {
+            let Some(rest) = path.strip_prefix(&prefix) else {
+                continue;
+            };
+            let (name, is_dir) = match rest.split_once('/') {
+                Some((d, _)) => (d, true),
+                None => (rest, false),
+            };
+            if out.last().map(|(n, _)| n.as_str()) != Some(name) {
+                out.push((name.to_string(), is_dir));
+            }
+        }
+        Ok(out)
+    }
+    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
+        if let Some(total) = self.expected.get(path) {
+            let got = self.files.get(path).map(Vec::len).unwrap_or(0);
+            return Err(Error::input(
+                self.display(path),
+                format!("the file is still being read ({got} of {total} bytes)"),
+            ));
+        }
+        self.files
+            .get(path)
+            .map(|b| Cow::Borrowed(b.as_slice()))
+            .ok_or_else(|| {
+                Error::input(
+                self.display(path),
+                "file not found (each rank folder needs dump.json, construct.json and stack.json)",
+            )
+            })
+    }
+    fn display(&self, path: &str) -> String {
+        match (self.root_name.is_empty(), path.is_empty()) {
+            (true, _) => path.to_string(),
+            (false, true) => self.root_name.clone(),
+            (false, false) => format!("{}/{}", self.root_name, path),
+        }
+    }
+}
+
+struct Last {
+    res: PairResult,
+    npu_order: Order,
+    bench_order: Option<Order>,
+}
+
+/// A loaded pair of dumps and the last result.
+#[wasm_bindgen]
+pub struct Session {
+    npu: MemFiles,
+    bench: MemFiles,
+    last: Option<Last>,
+}
+
+fn js_err(e: impl std::fmt::Display) -> JsValue {
+    js_sys::Error::new(&e.to_string()).into()
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct RunOpts {
+    step: i64,
+    rank: i64,
+    /// null: no -lm; "": bare -lm; text: the yaml.
+    layer_mapping: Option<String>,
+    layer_mapping_name: Option<String>,
+    fuzzy: bool,
+    overflow_check: bool,
+}
+
+impl Session {
+    fn side(&mut self, side: &str) -> std::result::Result<&mut MemFiles, JsValue> {
+        match side {
+            "npu" => Ok(&mut self.npu),
+            "bench" => Ok(&mut self.bench),
+            other => Err(js_err(format!(
+                "unknown side '{other}' (expected \"npu\" or \"bench\")"
+            ))),
+        }
+    }
+}
+
+#[wasm_bindgen]
+impl Session {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Session {
+        Session {
+            npu: MemFiles::default(),
+            bench: MemFiles::default(),
+            last: None,
+        }
+    }
+
+    /// The crate version.
+    pub fn version() -> String {
+        env!("CARGO_PKG_VERSION").to_string()
+    }
+
+    /// Names the dropped root folder of a side (used in messages).
+    #[wasm_bindgen(js_name = setRootName)]
+    pub fn set_root_name(&mut self, side: &str, name: &str) -> std::result::Result<(), JsValue> {
+        self.side(side)?.root_name = name.to_string();
+        Ok(())
+    }
+
+    /// Adds a whole file.
+    #[wasm_bindgen(js_name = addFile)]
+    pub fn add_file(
+        &mut self,
+        side: &str,
+        path: &str,
+        bytes: &[u8],
+    ) -> std::result::Result<(), JsValue> {
+        let s = self.side(side)?;
+        s.expected.remove(path);
+        s.files
+            .insert(path.trim_start_matches('/').to_string(), bytes.to_vec());
+        Ok(())
+    }
+
+    /// Starts a file that arrives in chunks.
+    #[wasm_bindgen(js_name = beginFile)]
+    pub fn begin_file(
+        &mut self,
+        side: &str,
+        path: &str,
+        total: f64,
+    ) -> std::result::Result<(), JsValue> {
+        let s = self.side(side)?;
+        let total = total.max(0.0) as usize;
+        let path = path.trim_start_matches('/').to_string();
+        let mut v = Vec::new();
+        v.try_reserve_exact(total).map_err(|_| {
+            js_err(format!(
+                "{}: the file is too large for this browser tab ({total} bytes could not be allocated)",
+                s.display(&path)
+            ))
+        })?;
+        s.files.insert(path.clone(), v);
+        if total > 0 {
+            s.expected.insert(path, total);
+        }
+        Ok(())
+    }
+
+    /// Appends a chunk to a file started with `beginFile`.
+    #[wasm_bindgen(js_name = appendChunk)]
+    pub fn append_chunk(
+        &mut self,
+        side: &str,
+        path: &str,
+        bytes: &[u8],
+    ) -> std::result::Result<(), JsValue> {
+        let s = self.side(side)?;
+        let path = path.trim_start_matches('/');
+        let Some(buf) = s.files.get_mut(path) else {
+            return Err(js_err(format!(
+                "{}: appendChunk before beginFile",
+                s.display(path)
+            )));
+        };
+        if buf.try_reserve(bytes.len()).is_err() {
+            return Err(js_err(format!(
+                "{}: out of memory while reading the file",
+                s.display(path)
+            )));
+        }
+        buf.extend_from_slice(bytes);
+        if s.expected.get(path).is_some_and(|t| buf.len() >= *t) {
+            s.expected.remove(path);
+        }
+        Ok(())
+    }
+
+    /// Forgets the files of a side.
+    #[wasm_bindgen(js_name = clearSide)]
+    pub fn clear_side(&mut self, side: &str) -> std::result::Result<(), JsValue> {
+        let s = self.side(side)?;
+        *s = MemFiles::default();
+        Ok(())
+    }
+
+    /// The step/rank layout of both sides as JSON.
+    pub fn layout(&self) -> std::result::Result<String, JsValue> {
+        let one = |f: &MemFiles,
+                   other: Option<&MemFiles>|
+         -> std::result::Result<serde_json::Value, JsValue> {
+            if f.files.is_empty() {
+                return Ok(serde_json::Value::Null);
+            }
+            let plan = run::plan(f, other.map(|o| o as &dyn Files)).map_err(js_err)?;
+            let mut steps: Vec<i64> = plan.pairs.iter().map(|p| p.step).collect();
+            steps.dedup();
+            let mut ranks: Vec<i64> = plan.pairs.iter().map(|p| p.rank).collect();
+            ranks.sort_unstable();
+            ranks.dedup();
+            Ok(serde_json::json!({"kind": plan.kind, "steps": steps, "ranks": ranks}))
+        };
+        let bench_some = !self.bench.files.is_empty();
+        let npu = one(&self.npu, if bench_some { Some(&self.bench) } else { None })?;
+        let bench = one(&self.bench, None)?;
+        Ok(serde_json::json!({"npu": npu, "bench": bench}).to_string())
+    }
+
+    /// Builds or compares the chosen step and rank; returns the graphs as JSON.
+    pub fn run(&mut self, options: &str) -> std::result::Result<String, JsValue> {
+        let o: RunOpts =
+            serde_json::from_str(options).map_err(|e| js_err(format!("bad run options: {e}")))?;
+        if self.npu.files.is_empty() {
+            return Err(js_err("no NPU (debug side) dump loaded"));
+        }
+        let layer_mapping = match &o.layer_mapping {
+            None => None,
+            Some(t) if t.is_empty() => Some(LayerMapping::empty()),
+            Some(t) => Some(
+                LayerMapping::parse(
+                    o.layer_mapping_name
+                        .as_deref()
+                        .unwrap_or("layer_mapping.yaml"),
+                    t,
+                )
+                .map_err(js_err)?,
+            ),
+        };
+        let bench = if self.bench.files.is_empty() {
+            None
+        } else {
+            Some(&self.bench as &dyn Files)
+        };
+        let plan = run::plan(&self.npu, bench).map_err(js_err)?;
+        let pair = plan
+            .pairs
+            .iter()
+            .find(|p| p.step == o.step && p.rank == o.rank)
+            .ok_or_else(|| {
+                js_err(format!(
+                    "step {} rank {} is not in the loaded dumps",
+                    o.step, o.rank
+                ))
+            })?
+            .clone();
+        let nd = run::load_rank(&self.npu, &pair.npu_dir).map_err(js_err)?;
+        let bd = match &pair.bench_dir {
+            Some(d) => Some(run::load_rank(&self.bench, d).map_err(js_err)?),
+            None => None,
+        };
+        let opts = RunOptions {
+            layer_mapping,
+            fuzzy: o.fuzzy,
+            overflow_check: o.overflow_check,
+        };
+        let res = run::run_pair(nd, bd, &opts).map_err(js_err)?;
+        let (dto, npu_order, bench_order) = view::run_dto(&res);
+        let text = serde_json::to_string(&dto).map_err(js_err)?;
+        self.last = Some(Last {
+            res,
+            npu_order,
+            bench_order,
+        });
+        Ok(text)
+    }
+
+    /// Details of the node at pre-order `index` of a side, as JSON.
+    pub fn node(&self, side: &str, index: u32) -> std::result::Result<String, JsValue> {
+        let last = self
+            .last
+            .as_ref()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        let (sel, order) = match side {
+            "npu" => (SideSel::Npu, Some(&last.npu_order)),
+            "bench" => (SideSel::Bench, last.bench_order.as_ref()),
+            other => return Err(js_err(format!("unknown side '{other}'"))),
+        };
+        let order = order.ok_or_else(|| js_err("no bench graph in this result"))?;
+        let id = *order
+            .ids
+            .get(index as usize)
+            .ok_or_else(|| js_err(format!("no node {index}")))?;
+        let dto =
+            view::node_dto(&last.res, sel, id).ok_or_else(|| js_err(format!("no node {index}")))?;
+        serde_json::to_string(&dto).map_err(js_err)
+    }
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}
