@@ -1,0 +1,221 @@
+// Shared helpers of the browser tests: Debian Chromium via playwright-core, the static server,
+// console/network guards, and readers for the page's result and outline.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import assert from 'node:assert/strict';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { chromium } from 'playwright-core';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const DIST = path.join(ROOT, 'dist');
+export const OUT = path.join(ROOT, 'tests', 'out');
+export const FIX = path.join(ROOT, 'tests', 'fixtures');
+export const SINGLE_URL = pathToFileURL(path.join(DIST, 'probelens.html')).href;
+
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+];
+
+/** Fails early with a clear message when the build is missing. */
+export function requireBuild() {
+  for (const f of ['index.html', 'probelens.html', 'pkg/probelens.js', 'pkg/probelens_bg.wasm']) {
+    if (!fs.existsSync(path.join(DIST, f))) throw new Error(`dist/${f} is missing: run \`npm run build\` first`);
+  }
+  fs.mkdirSync(OUT, { recursive: true });
+}
+
+export async function launch() {
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
+}
+
+/**
+ * Starts `node scripts/serve.mjs` on a free port (PORT=0) and waits for its announced URL.
+ * @returns {Promise<{url: string, close: () => Promise<void>}>}
+ */
+export async function startServer() {
+  const child = spawn(process.execPath, [path.join(ROOT, 'scripts', 'serve.mjs')], {
+    env: { ...process.env, PORT: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const url = await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`serve.mjs did not start: ${out}`)), 10000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = /^probelens: serving (http:\/\/127\.0\.0\.1:\d+\/)$/m.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve(m[1]);
+      }
+    });
+    child.stderr.on('data', (d) => (out += d));
+    child.on('exit', (code) => reject(new Error(`serve.mjs exited with ${code}: ${out}`)));
+  });
+  return {
+    url,
+    close: () => new Promise((resolve) => {
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    }),
+  };
+}
+
+/**
+ * Opens a page that records console errors, page errors and requests outside the allowlist.
+ * @param {import('playwright-core').Browser} browser
+ * @param {(url: string) => boolean} allowed which request URLs are the page's own files
+ */
+export async function openPage(browser, allowed) {
+  const context = await browser.newContext({ viewport: { width: 1500, height: 950 } });
+  const page = await context.newPage();
+  const problems = { console: [], page: [], requests: [] };
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.console.push(m.text());
+  });
+  page.on('pageerror', (e) => problems.page.push(e.message));
+  page.on('request', (r) => {
+    if (!allowed(r.url())) problems.requests.push(r.url());
+  });
+  // Workers' requests and errors too.
+  page.on('worker', (w) => {
+    w.on('console', (m) => {
+      if (m.type() === 'error') problems.console.push(`[worker] ${m.text()}`);
+    });
+  });
+  return {
+    page,
+    context,
+    problems,
+    assertClean() {
+      assert.deepEqual(problems.page, [], 'page errors');
+      assert.deepEqual(problems.console, [], 'console errors');
+      assert.deepEqual(problems.requests, [], 'requests outside the allowlist');
+    },
+  };
+}
+
+/** Allowlist for the served site: only its own origin (plus data:/blob: URLs the page makes itself). */
+export const servedAllowlist = (base) => (u) => u.startsWith(base) || u.startsWith('data:') || u.startsWith('blob:');
+/** Allowlist for the single file: file: itself, data: and blob: only. */
+export const fileAllowlist = (u) => u.startsWith('file:') || u.startsWith('data:') || u.startsWith('blob:');
+
+/** Number of finished loads so far. @param {import('playwright-core').Page} page */
+export async function loads(page) {
+  return Number((await page.evaluate(() => document.body.dataset.loads)) ?? 0);
+}
+
+/**
+ * Waits until the load after `before` finished, and returns the page state ('ready', 'empty').
+ * @param {import('playwright-core').Page} page @param {number} before
+ */
+export async function waitLoad(page, before, timeout = 30000) {
+  await page.waitForFunction((n) => Number(document.body.dataset.loads ?? 0) > n && document.body.dataset.state !== 'loading', before, { timeout });
+  return page.evaluate(() => document.body.dataset.state);
+}
+
+/**
+ * Summary of the result the page got from the core (window.__probelens.lastResult).
+ * @param {import('playwright-core').Page} page
+ */
+export async function resultSummary(page) {
+  return page.evaluate(() => {
+    const r = window.__probelens.lastResult;
+    if (!r) return null;
+    const side = (g) => {
+      if (!g) return null;
+      const hist = {};
+      for (let i = 0; i < g.names.length; i++) {
+        const p = g.precision[i];
+        const k = Number.isNaN(p) ? 'null' : p.toFixed(1);
+        hist[k] = (hist[k] ?? 0) + 1;
+      }
+      return {
+        nodes: g.names.length,
+        matched: Array.from(g.matched).filter((m) => m >= 0).length,
+        precision: hist,
+        root: g.names[0],
+      };
+    };
+    return { graphType: r.graphType, task: r.task, nodeColors: r.nodeColors, npu: side(r.npu), bench: side(r.bench) };
+  });
+}
+
+/**
+ * The reference numbers msprobe's SQLite output has for (variant, step, rank, side).
+ * @param {string} fixture e.g. 'qwen_mix_statistics'
+ * @param {string} variant e.g. 'map'
+ */
+export function reference(fixture, variant, step, rank, source) {
+  const all = JSON.parse(fs.readFileSync(path.join(FIX, fixture, 'reference', variant, 'summary.json'), 'utf8'));
+  const dbs = Array.isArray(all) ? all : [all];
+  for (const db of dbs) {
+    for (const g of db.graphs ?? []) {
+      if (g.step === step && g.rank === rank && g.data_source === source) return g;
+    }
+  }
+  throw new Error(`no reference for ${fixture}/${variant} step ${step} rank ${rank} ${source}`);
+}
+
+/**
+ * Expected class of every node, computed independently from the result's colour table:
+ * NPU: unmatched → 'unmatched'; else the entry whose [lo, hi) (last: [lo, hi]) contains the precision index,
+ * 'none' when it has none. Bench: the class of its NPU counterpart.
+ * @param {import('playwright-core').Page} page
+ */
+export async function expectedClasses(page) {
+  return page.evaluate(() => {
+    const r = window.__probelens.lastResult;
+    const ranged = Object.values(r.nodeColors)
+      .filter((e) => e.value.length === 2)
+      .sort((a, b) => a.value[0] - b.value[0]);
+    const name = (e) => (e.accuracy_level ?? '').toLowerCase().split(/[\s_-]+/)[0];
+    const cls = (p) => {
+      if (Number.isNaN(p)) return 'none';
+      for (let k = 0; k < ranged.length; k++) {
+        const [lo, hi] = ranged[k].value;
+        if (p >= lo && (p < hi || (k === ranged.length - 1 && p === hi))) return name(ranged[k]);
+      }
+      return 'none';
+    };
+    const npu = Array.from(r.npu.precision, (p, i) => (r.npu.matched[i] < 0 ? 'unmatched' : cls(p)));
+    const bench = r.bench ? Array.from(r.bench.matched, (m) => (m < 0 ? 'unmatched' : npu[m])) : null;
+    return { npu, bench };
+  });
+}
+
+/**
+ * Expands everything in a pane and reads every outline row (scrolling the virtualised list).
+ * @param {import('playwright-core').Page} page @param {'npu' | 'bench'} side
+ */
+export async function readOutline(page, side) {
+  await page.click(`#${side}-pane [data-act="expand-all"]`);
+  return page.evaluate(async (side) => {
+    const el = document.getElementById(`${side}-outline`);
+    const rows = new Map();
+    const total = Number(el.dataset.rowCount);
+    for (let top = 0; ; top += el.clientHeight / 2) {
+      el.scrollTop = top;
+      el.dispatchEvent(new Event('scroll'));
+      await new Promise((r) => requestAnimationFrame(r));
+      for (const row of el.querySelectorAll('[role=treeitem]:not([hidden])')) {
+        rows.set(Number(row.dataset.nodeIndex), {
+          precision: row.dataset.precision,
+          matched: row.dataset.matched,
+          level: Number(row.getAttribute('aria-level')),
+          expanded: row.getAttribute('aria-expanded'),
+        });
+      }
+      if (top > el.scrollHeight) break;
+    }
+    el.scrollTop = 0;
+    return { total, nodeCount: Number(el.dataset.nodeCount), matchedCount: Number(el.dataset.matchedCount), rows: [...rows.entries()] };
+  }, side);
+}
+
+/** Index of a node by its full name. */
+export async function indexOf(page, side, name) {
+  return page.evaluate(([s, n]) => window.__probelens.lastResult[s].names.indexOf(n), [side, name]);
+}

@@ -1,0 +1,327 @@
+// Browser tests of the served site (dist/ through scripts/serve.mjs) with the real wasm core
+// and the real fixture folders; numbers are cross-checked against msprobe's SQLite reference summaries.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import http from 'node:http';
+import {
+  FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
+  reference, expectedClasses, readOutline, indexOf,
+} from './helpers.mjs';
+
+const MIX = path.join(FIX, 'qwen_mix_statistics');
+const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
+const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
+const MAPPING = path.join(MIX, 'layer_mapping.yaml');
+const TWO = path.join(FIX, 'qwen_two_ranks');
+
+/** Asserts the page's result equals the reference numbers of (fixture, variant, step, rank). */
+function assertMatchesReference(sum, fixture, variant, step, rank) {
+  const rn = reference(fixture, variant, step, rank, 'NPU');
+  const rb = reference(fixture, variant, step, rank, 'Bench');
+  assert.equal(sum.graphType, 'compare');
+  assert.equal(sum.npu.nodes, rn.nodes, `NPU nodes (${fixture}/${variant} step ${step} rank ${rank})`);
+  assert.equal(sum.npu.matched, rn.matched, 'NPU matched');
+  assert.equal(sum.bench.nodes, rb.nodes, 'Bench nodes');
+  assert.equal(sum.bench.matched, rb.matched, 'Bench matched');
+  assert.deepEqual(sum.npu.precision, rn.precision_index, 'NPU precision_index histogram');
+}
+
+/** Full outline check of one side: every node has a row with the class and match flag of the result. */
+async function assertOutline(page, side) {
+  const exp = await expectedClasses(page);
+  const sum = await resultSummary(page);
+  const o = await readOutline(page, side);
+  assert.equal(o.nodeCount, sum[side].nodes, `${side} outline node count`);
+  assert.equal(o.matchedCount, sum[side].matched, `${side} outline matched count`);
+  assert.equal(o.rows.length, sum[side].nodes, `${side}: every node has an outline row after expand-all`);
+  let matched = 0;
+  for (const [i, row] of o.rows) {
+    assert.equal(row.precision, exp[side][i], `${side} node ${i} data-precision`);
+    if (row.matched === 'true') matched++;
+  }
+  assert.equal(matched, sum[side].matched, `${side} rows with data-matched=true`);
+  await page.click(`#${side}-pane [data-act="collapse-all"]`);
+}
+
+describe('served site', () => {
+  let server;
+  let browser;
+  before(async () => {
+    requireBuild();
+    server = await startServer();
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  test('serves with the CSP header and application/wasm', async () => {
+    const head = (p) => new Promise((resolve, reject) => {
+      http.get(new URL(p, server.url), (res) => {
+        res.resume();
+        resolve(res);
+      }).on('error', reject);
+    });
+    const index = await head('/');
+    assert.equal(index.statusCode, 200);
+    assert.match(index.headers['content-security-policy'], /script-src 'self' 'wasm-unsafe-eval'/);
+    assert.match(index.headers['content-security-policy'], /worker-src 'self' blob:/);
+    const wasm = await head('/pkg/probelens_bg.wasm');
+    assert.equal(wasm.headers['content-type'], 'application/wasm');
+    assert.equal((await head('/../package.json')).statusCode, 404);
+  });
+
+  test('the bundled demo loads on first open and matches the reference', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    assert.equal(await waitLoad(page, 0), 'ready');
+    const sum = await resultSummary(page);
+    assertMatchesReference(sum, 'qwen_mix_statistics', 'map', 0, 0);
+    assert.equal(await page.locator('#npu-outline').getAttribute('data-node-count'), String(sum.npu.nodes));
+    assert.equal(await page.locator('#bench-outline').getAttribute('data-node-count'), String(sum.bench.nodes));
+    // Summary line and legend counts.
+    const summary = await page.locator('#summary').textContent();
+    assert.match(summary, new RegExp(`NPU ${sum.npu.nodes} nodes · Bench ${sum.bench.nodes} nodes · matched ${sum.npu.matched}`));
+    const exp = await expectedClasses(page);
+    const errors = exp.npu.filter((c) => c === 'error').length;
+    assert.equal(await page.locator('#legend li[data-precision="error"]').getAttribute('data-count'), String(errors));
+    assert.equal(await page.locator('#summary').getAttribute('data-errors'), String(errors));
+    await page.locator('#npu-pane').screenshot({ path: path.join(OUT, 'served-demo-npu-pane.png') });
+    await page.locator('#bench-pane').screenshot({ path: path.join(OUT, 'served-demo-bench-pane.png') });
+    await page.screenshot({ path: path.join(OUT, 'served-demo-page.png') });
+    assertClean();
+    await context.close();
+  });
+
+  test('proc folders + mapping through the inputs; outline classes equal the result', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    // Start from no mapping, then choose the folders and the YAML like a user.
+    await page.selectOption('#mapping-select', '');
+    let n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#npu-dir', NPU_PROC);
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', BENCH_PROC);
+    await waitLoad(page, n);
+    assert.match(await page.locator('#npu-src').textContent(), /^proc23598 — 3 files/);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0);
+    n = await loads(page);
+    await page.setInputFiles('#mapping-file', MAPPING);
+    await waitLoad(page, n);
+    assert.equal(await page.isChecked('#opt-lm'), true);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    await assertOutline(page, 'npu');
+    await assertOutline(page, 'bench');
+    // Fuzzy match (-fm together with -lm disables the mapping in msprobe: map_fuzzy equals fuzzy).
+    n = await loads(page);
+    await page.check('#opt-fm');
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map_fuzzy', 0, 0);
+    assertClean();
+    await context.close();
+  });
+
+  test('expand, select, counterpart, details table and stack copy', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    const fwd = await indexOf(page, 'npu', 'Module.0.module.Float16Module.forward.0');
+    assert.ok(fwd > 0);
+    const row = page.locator(`#npu-node-${fwd}`);
+    await expect(row, 'aria-expanded', 'false');
+    // Keyboard: click selects, ArrowRight expands (and sync-expands the counterpart).
+    await row.click();
+    await expect(row, 'aria-selected', 'true');
+    await page.keyboard.press('ArrowRight');
+    await expect(row, 'aria-expanded', 'true');
+    const peer = await page.evaluate((i) => window.__probelens.lastResult.npu.matched[i], fwd);
+    assert.ok(peer >= 0, 'the forward module is matched');
+    await expect(page.locator(`#bench-node-${peer}`), 'aria-expanded', 'true');
+    await expect(page.locator(`#bench-node-${peer}`), 'aria-selected', 'true');
+    // Double-click on the canvas box collapses it again.
+    const pos = await page.evaluate((i) => {
+      const v = window.__probelens.views.npu;
+      v.model.layout(0);
+      const p = v.model.absPos(i);
+      const r = v.canvas.getBoundingClientRect();
+      return { x: r.left + (p.x + 4) * v.scale + v.tx, y: r.top + (p.y + 4) * v.scale + v.ty };
+    }, fwd);
+    await page.mouse.dblclick(pos.x, pos.y);
+    await expect(row, 'aria-expanded', 'false');
+    // Select a matched leaf with tensors: the counterpart is revealed and the table shows both sides.
+    const leafName = 'Module.0.module.module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0';
+    const leaf = await indexOf(page, 'npu', leafName);
+    await page.evaluate((i) => window.__probelens.select('npu', i), leaf);
+    await page.locator(`#npu-node-${leaf}`).click();
+    await page.waitForFunction((n) => document.getElementById('details').dataset.node === n, leafName);
+    const leafPeer = await page.evaluate((i) => window.__probelens.lastResult.npu.matched[i], leaf);
+    await expect(page.locator(`#bench-node-${leafPeer}`), 'aria-selected', 'true');
+    const npuRows = page.locator('#details-compare tr[data-side="npu"]');
+    const benchRows = page.locator('#details-compare tr[data-side="bench"]');
+    assert.ok((await npuRows.count()) >= 3, 'input, parameters and output rows');
+    assert.equal(await npuRows.count(), await benchRows.count());
+    const headers = await page.locator('#details-compare th').allTextContents();
+    for (const h of ['dtype', 'shape', 'Max', 'Min', 'Mean', 'Norm', 'Max diff', 'MaxRelativeErr', 'Result', 'Err_message']) {
+      assert.ok(headers.includes(h), `column ${h} in ${headers.join('|')}`);
+    }
+    const sections = await page.locator('#details-compare tr[data-side="npu"]').evaluateAll((rs) => rs.map((r) => r.dataset.section));
+    for (const s of ['input', 'parameters', 'output']) assert.ok(sections.includes(s), `section ${s}`);
+    // Values are the core's strings, unchanged: the NPU row's Max equals msprobe's .vis.db value.
+    const maxCell = await page.locator('#details-compare tr[data-side="npu"][data-section="input"] td[data-field="Max"]').first().textContent();
+    assert.equal(maxCell, '0.32393231987953186');
+    const resultCell = await page.locator('#details-compare tr[data-side="npu"][data-section="output"] td[data-field="Result"]').first().textContent();
+    assert.ok(['pass', 'warning', 'error'].includes(resultCell), `Result cell ${resultCell}`);
+    await page.locator('#npu-pane').screenshot({ path: path.join(OUT, 'served-selected-npu-pane.png') });
+    await page.locator('#bench-pane').screenshot({ path: path.join(OUT, 'served-selected-bench-pane.png') });
+    await page.locator('#details').screenshot({ path: path.join(OUT, 'served-details.png') });
+    // Stack tab + copy button (plain http: navigator.clipboard may be missing; the fallback must work).
+    await page.click('#tab-stack');
+    const stack = await page.locator('#details-stack pre[data-side="npu"]').textContent();
+    assert.match(stack, /File .*line \d+/);
+    await page.click('#details-stack button[data-copy="npu"]');
+    await expect(page.locator('#details-stack button[data-copy="npu"]'), 'textContent', 'Copied');
+    assertClean();
+    await context.close();
+  });
+
+  test('whole npu/bench roots (steps tree) show step selectors', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', path.join(MIX, 'npu'));
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', path.join(MIX, 'bench'));
+    await waitLoad(page, n);
+    assert.equal(await page.isVisible('#step-select'), true);
+    assert.deepEqual(await page.locator('#step-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    n = await loads(page);
+    await page.selectOption('#step-select', '1');
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 1, 0);
+    assertClean();
+    await context.close();
+  });
+
+  test('two ranks: rank selector and per-rank results', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.setInputFiles('#mapping-file', path.join(TWO, 'layer_mapping.yaml'));
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#npu-dir', path.join(TWO, 'npu'));
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', path.join(TWO, 'bench'));
+    await waitLoad(page, n);
+    assert.deepEqual(await page.locator('#step-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
+    assert.deepEqual(await page.locator('#rank-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 0, 0);
+    n = await loads(page);
+    await page.selectOption('#rank-select', '1');
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 0, 1);
+    await assertOutline(page, 'npu');
+    await page.screenshot({ path: path.join(OUT, 'served-two-ranks.png') });
+    assertClean();
+    await context.close();
+  });
+
+  test('one side alone is a build graph', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', path.join(FIX, 'qwen_single_graph', 'npu'));
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.click('#bench-clear');
+    await waitLoad(page, n);
+    const sum = await resultSummary(page);
+    assert.equal(sum.graphType, 'build');
+    assert.equal(sum.bench, null);
+    assert.equal(sum.npu.nodes, reference('qwen_single_graph', 'build_npu', 0, 0, 'NPU').nodes);
+    assert.equal(await page.isVisible('#bench-pane'), false);
+    assert.match(await page.locator('#summary').textContent(), /build graph/);
+    await page.screenshot({ path: path.join(OUT, 'served-build.png') });
+    assertClean();
+    await context.close();
+  });
+
+  test('a truncated dump.json shows its error next to the side; the previous result stays', async () => {
+    const { page, problems, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    // Rank folders on both sides (so loose files dropped next have the same layout: files at the root).
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', NPU_PROC);
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', BENCH_PROC);
+    await waitLoad(page, n);
+    const before = await resultSummary(page);
+    assertMatchesReference(before, 'qwen_mix_statistics', 'map', 0, 0);
+    const files = ['construct.json', 'stack.json', 'dump.json'].map((f) => {
+      let bytes = fs.readFileSync(path.join(NPU_PROC, f));
+      if (f === 'dump.json') bytes = bytes.subarray(0, Math.floor(bytes.length / 2));
+      return { name: f, b64: bytes.toString('base64') };
+    });
+    const dt = await page.evaluateHandle((fs) => {
+      const dt = new DataTransfer();
+      for (const f of fs) {
+        const bin = atob(f.b64);
+        const u8 = new Uint8Array(bin.length);
+        for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
+        dt.items.add(new File([u8], f.name, { type: 'application/json' }));
+      }
+      return dt;
+    }, files);
+    n = await loads(page);
+    await page.dispatchEvent('#npu-card', 'dragover', { dataTransfer: dt });
+    await page.dispatchEvent('#npu-card', 'drop', { dataTransfer: dt });
+    await waitLoad(page, n);
+    const err = page.locator('#npu-error');
+    assert.equal(await err.isVisible(), true, 'error shown next to the NPU side');
+    const msg = await err.textContent();
+    assert.match(msg, /dump\.json/, `the message names the file: ${msg}`);
+    assert.equal(await page.locator('#bench-error').isVisible(), false);
+    // The previous result is still displayed and usable.
+    assert.deepEqual(await resultSummary(page), before);
+    assert.equal(await page.locator('#npu-outline').getAttribute('data-node-count'), String(before.npu.nodes));
+    const leaf = await indexOf(page, 'npu', 'Module.0.module.module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0');
+    await page.evaluate((i) => window.__probelens.select('npu', i), leaf);
+    await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"]').length > 0);
+    await page.screenshot({ path: path.join(OUT, 'served-bad-file.png') });
+    assert.deepEqual(problems.page, []);
+    assert.deepEqual(problems.requests, []);
+    assert.deepEqual(problems.console, []);
+    await context.close();
+  });
+});
+
+/**
+ * Waits until an attribute (or textContent) of a locator has a value.
+ * @param {import('playwright-core').Locator} loc @param {string} attr @param {string} value
+ */
+async function expect(loc, attr, value, timeout = 5000) {
+  const t0 = Date.now();
+  let last;
+  for (;;) {
+    last = attr === 'textContent' ? await loc.textContent() : await loc.getAttribute(attr);
+    if (last === value) return;
+    if (Date.now() - t0 > timeout) assert.fail(`${attr} is ${JSON.stringify(last)}, expected ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,143 @@
+// @ts-check
+// Precision classes from the colour table carried by the result (never hard-coded thresholds).
+
+/**
+ * A legend class. `cls` is the name used in `data-precision` (pass, warning, error, unmatched, none, ...).
+ * @typedef {object} Bin
+ * @property {string} cls
+ * @property {string} color  fill colour (#RRGGBB)
+ * @property {number} lo
+ * @property {number} hi
+ * @property {boolean} last  the last range is closed on the right
+ * @property {string} label
+ * @property {string} description
+ */
+
+/**
+ * Classes of a result: the legend bins and the class index of every node of both graphs.
+ * @typedef {{bins: Bin[], unmatched: number, none: number, npu: Uint8Array, bench: Uint8Array | null}} Classes
+ */
+
+/** Fill used for nodes without a precision index (build mode, or matched nodes without data). */
+export const NONE_COLOR = '#FFFFFF';
+/** Fallback for unmatched nodes when the table has no unmatched entry. */
+export const UNMATCHED_COLOR = '#C7C7C7';
+
+/** Overflow levels → marker colour (the colours msprobe's viewer uses). */
+export const OVERFLOW_COLORS = /** @type {Record<string, string>} */ ({
+  medium: '#B6C7FC',
+  high: '#7E96F0',
+  critical: '#4668B8',
+});
+
+/** @param {string | undefined} level @param {number} k */
+function className(level, k) {
+  if (!level) return `bin${k}`;
+  const word = level.trim().toLowerCase().split(/[\s_-]+/)[0];
+  return word.replace(/[^a-z0-9]/g, '') || `bin${k}`;
+}
+
+/**
+ * Builds the classes of a result: the ranged bins sorted by lower bound, then `unmatched`, then `none`.
+ * @param {Record<string, import('./protocol.js').ColorEntry>} nodeColors
+ * @returns {{bins: Bin[], unmatched: number, none: number}} bins plus the indexes of the two special classes
+ */
+export function makeBins(nodeColors) {
+  /** @type {Bin[]} */
+  const ranged = [];
+  /** @type {Bin | null} */
+  let unmatched = null;
+  for (const [color, e] of Object.entries(nodeColors ?? {})) {
+    const v = Array.isArray(e.value) ? e.value : [];
+    if (v.length >= 2 && Number.isFinite(Number(v[0])) && Number.isFinite(Number(v[1]))) {
+      ranged.push({
+        cls: '', color, lo: Number(v[0]), hi: Number(v[1]), last: false,
+        label: e.accuracy_level || `[${v[0]}, ${v[1]})`, description: e.description ?? '',
+      });
+    } else {
+      unmatched = {
+        cls: 'unmatched', color, lo: NaN, hi: NaN, last: false,
+        label: e.accuracy_level || 'unmatched', description: e.description ?? '',
+      };
+    }
+  }
+  ranged.sort((a, b) => a.lo - b.lo);
+  const levels = Object.values(nodeColors ?? {});
+  ranged.forEach((b, k) => {
+    const entry = levels.find((e) => e.value?.[0] === b.lo && e.value?.[1] === b.hi);
+    b.cls = className(entry?.accuracy_level, k);
+  });
+  if (ranged.length) ranged[ranged.length - 1].last = true;
+  const bins = [...ranged];
+  bins.push(unmatched ?? {
+    cls: 'unmatched', color: UNMATCHED_COLOR, lo: NaN, hi: NaN, last: false, label: 'unmatched', description: '',
+  });
+  bins.push({
+    cls: 'none', color: NONE_COLOR, lo: NaN, hi: NaN, last: false, label: 'no precision index',
+    description: 'matched, but no statistics to compare (or a build graph)',
+  });
+  return { bins, unmatched: bins.length - 2, none: bins.length - 1 };
+}
+
+/**
+ * The class of a precision index: the bin whose [lo, hi) contains it (the last bin is [lo, hi]).
+ * @param {Bin[]} bins
+ * @param {number} nRanged number of ranged bins at the start of `bins`
+ * @param {number} p
+ * @param {number} none index returned when no bin contains p
+ */
+export function binOf(bins, nRanged, p, none) {
+  if (!Number.isFinite(p)) return none;
+  for (let k = 0; k < nRanged; k++) {
+    const b = bins[k];
+    if (p >= b.lo && (p < b.hi || (b.last && p === b.hi))) return k;
+  }
+  return none;
+}
+
+/**
+ * Class index per node of both graphs. NPU: from its precision index; unmatched → `unmatched`.
+ * Bench (no precision of its own): the class of its NPU counterpart; unmatched → `unmatched`.
+ * Build graphs (no colour table): every node is `none`.
+ * @param {import('./protocol.js').RunResult} r
+ * @returns {Classes}
+ */
+export function classify(r) {
+  const { bins, unmatched, none } = makeBins(r.nodeColors);
+  const nRanged = bins.length - 2;
+  const compare = r.graphType === 'compare' && !!r.bench;
+  const g = r.npu;
+  const npu = new Uint8Array(g.names.length);
+  for (let i = 0; i < npu.length; i++) {
+    if (!compare) npu[i] = none;
+    else if (g.matched[i] < 0) npu[i] = unmatched;
+    else npu[i] = binOf(bins, nRanged, g.precision[i], none);
+  }
+  /** @type {Uint8Array | null} */
+  let bench = null;
+  if (r.bench) {
+    const b = r.bench;
+    bench = new Uint8Array(b.names.length);
+    for (let i = 0; i < bench.length; i++) {
+      const m = b.matched[i];
+      if (!compare) bench[i] = none;
+      else if (m < 0) bench[i] = unmatched;
+      else {
+        const own = b.precision[i];
+        bench[i] = Number.isFinite(own) ? binOf(bins, nRanged, own, none) : m < npu.length ? npu[m] : none;
+      }
+    }
+  }
+  return { bins, unmatched, none, npu, bench };
+}
+
+/**
+ * Darker stroke for a fill colour.
+ * @param {string} hex #RRGGBB
+ */
+export function darker(hex) {
+  const n = parseInt(hex.slice(1, 7), 16);
+  if (!Number.isFinite(n)) return '#666666';
+  const c = (/** @type {number} */ v) => Math.max(0, v - 70).toString(16).padStart(2, '0');
+  return `#${c((n >> 16) & 255)}${c((n >> 8) & 255)}${c(n & 255)}`;
+}

@@ -1,0 +1,258 @@
+// @ts-check
+// Node details panel: per-tensor NPU vs Bench table (values exactly as the core gives them) and stacks.
+
+/** @typedef {import('./protocol.js').NodeDetail} NodeDetail */
+
+/** Column order: identity first, statistics, then whatever else the core has, verdict last. */
+const FIRST = ['dtype', 'shape', 'Max', 'Min', 'Mean', 'Norm', 'md5'];
+const LAST = ['Result', 'Err_message'];
+/** Fields that say nothing to a reader of the table. */
+const HIDDEN = new Set(['data_name', 'isBench', 'isMatched', 'value']);
+
+/**
+ * @param {string} tag
+ * @param {string} [cls]
+ * @param {string} [text]
+ */
+function h(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+/**
+ * Copies text; works on plain http and file:// where navigator.clipboard is missing.
+ * @param {string} text
+ */
+export async function copyText(text) {
+  try {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // fall through to the textarea fallback
+  }
+  const ta = document.createElement('textarea');
+  ta.value = text;
+  ta.setAttribute('readonly', '');
+  ta.style.position = 'fixed';
+  ta.style.left = '-9999px';
+  ta.style.top = '0';
+  document.body.append(ta);
+  ta.select();
+  let ok = false;
+  try {
+    ok = document.execCommand('copy');
+  } catch {
+    ok = false;
+  }
+  ta.remove();
+  return ok;
+}
+
+/** @param {NodeDetail | null} d @returns {Map<string, [string, string][]>} */
+function tensorsOf(d) {
+  const m = new Map();
+  if (!d) return m;
+  for (const [k, fields] of [...(d.inputData ?? []), ...(d.outputData ?? [])]) m.set(k, fields);
+  return m;
+}
+
+export class DetailsPanel {
+  /** @param {HTMLElement} root */
+  constructor(root) {
+    this.root = root;
+    this.tabs = /** @type {HTMLElement} */ (root.querySelector('[role=tablist]'));
+    this.compareEl = /** @type {HTMLElement} */ (root.querySelector('#details-compare'));
+    this.stackEl = /** @type {HTMLElement} */ (root.querySelector('#details-stack'));
+    this.titleEl = /** @type {HTMLElement} */ (root.querySelector('#details-title'));
+    for (const tab of Array.from(this.tabs.querySelectorAll('[role=tab]'))) {
+      tab.addEventListener('click', () => this.showTab(/** @type {HTMLElement} */ (tab)));
+      tab.addEventListener('keydown', (e) => {
+        const ke = /** @type {KeyboardEvent} */ (e);
+        if (ke.key !== 'ArrowRight' && ke.key !== 'ArrowLeft') return;
+        const all = Array.from(this.tabs.querySelectorAll('[role=tab]'));
+        const next = /** @type {HTMLElement} */ (all[(all.indexOf(tab) + 1) % all.length]);
+        next.focus();
+        this.showTab(next);
+      });
+    }
+    this.clear('Select a node to see its tensors.');
+  }
+
+  /** @param {HTMLElement} tab */
+  showTab(tab) {
+    for (const t of Array.from(this.tabs.querySelectorAll('[role=tab]'))) {
+      const on = t === tab;
+      t.setAttribute('aria-selected', on ? 'true' : 'false');
+      t.setAttribute('tabindex', on ? '0' : '-1');
+      const panel = document.getElementById(/** @type {string} */ (t.getAttribute('aria-controls')));
+      if (panel) panel.hidden = !on;
+    }
+  }
+
+  /** @param {string} message */
+  clear(message) {
+    this.titleEl.textContent = '';
+    this.compareEl.replaceChildren(h('p', 'muted', message));
+    this.stackEl.replaceChildren();
+    this.root.dataset.node = '';
+  }
+
+  /**
+   * @param {{npu: NodeDetail | null, bench: NodeDetail | null}} pair
+   * @param {import('./protocol.js').Side} primary the side the user selected on
+   * @param {Record<string, string> | null} toolTip metric explanations
+   */
+  show(pair, primary, toolTip) {
+    const { npu, bench } = pair;
+    const main = primary === 'npu' ? npu : bench;
+    this.root.dataset.node = main?.name ?? '';
+    this.titleEl.replaceChildren();
+    const t1 = h('span', 'dname');
+    t1.append(h('b', '', 'NPU: '), document.createTextNode(npu?.name ?? '(no counterpart)'));
+    const t2 = h('span', 'dname');
+    t2.append(h('b', '', 'Bench: '), document.createTextNode(bench?.name ?? '(no counterpart)'));
+    this.titleEl.append(t1, t2);
+    if (main && main.precisionIndex !== null && main.precisionIndex !== undefined) {
+      this.titleEl.append(h('span', 'dmeta', `precision index ${main.precisionIndex}`));
+    }
+    if (main?.overflowLevel) this.titleEl.append(h('span', 'dmeta ov', `overflow ${main.overflowLevel}`));
+    this.renderTable(npu, bench, main, toolTip);
+    this.renderStacks(npu, bench);
+  }
+
+  /**
+   * @param {NodeDetail | null} npu
+   * @param {NodeDetail | null} bench
+   * @param {NodeDetail | null} main
+   * @param {Record<string, string> | null} toolTip
+   */
+  renderTable(npu, bench, main, toolTip) {
+    const nt = tensorsOf(npu);
+    const bt = tensorsOf(bench);
+    /** @type {{section: string, npu: string | null, bench: string | null}[]} */
+    let rows = main?.rows ?? [];
+    if (!rows.length) {
+      // No pairing from the core (e.g. a build graph): list this node's tensors alone.
+      const own = main === bench ? bt : nt;
+      rows = [...own.keys()].map((k) => ({
+        section: sectionOf(k),
+        npu: main === bench ? null : k,
+        bench: main === bench ? k : null,
+      }));
+    }
+    if (!rows.length) {
+      this.compareEl.replaceChildren(h('p', 'muted', 'This node has no tensor data.'));
+      return;
+    }
+    // Columns: union of the fields of every shown tensor.
+    /** @type {string[]} */
+    const seen = [];
+    const add = (/** @type {string} */ f) => {
+      if (!HIDDEN.has(f) && !seen.includes(f)) seen.push(f);
+    };
+    for (const r of rows) {
+      for (const [f] of (r.npu && nt.get(r.npu)) || []) add(f);
+      for (const [f] of (r.bench && bt.get(r.bench)) || []) add(f);
+    }
+    const cols = [
+      ...FIRST.filter((f) => seen.includes(f)),
+      ...seen.filter((f) => !FIRST.includes(f) && !LAST.includes(f)),
+      ...LAST.filter((f) => seen.includes(f)),
+    ];
+    const table = h('table', 'dtable');
+    const thead = h('thead');
+    const hr = h('tr');
+    hr.append(h('th', '', 'Tensor'), h('th', '', 'Side'));
+    for (const c of cols) {
+      const th = h('th', '', c);
+      th.setAttribute('scope', 'col');
+      if (toolTip && toolTip[c]) th.title = toolTip[c];
+      hr.append(th);
+    }
+    thead.append(hr);
+    table.append(thead);
+    let section = '';
+    const tbody = h('tbody');
+    for (const r of rows) {
+      if (r.section !== section) {
+        section = r.section;
+        const sr = h('tr', 'dsection');
+        const td = /** @type {HTMLTableCellElement} */ (h('td', '', section));
+        td.colSpan = cols.length + 2;
+        sr.append(td);
+        tbody.append(sr);
+      }
+      for (const [sideName, key, map] of /** @type {[string, string | null, Map<string, [string, string][]>][]} */ ([
+        ['NPU', r.npu, nt],
+        ['Bench', r.bench, bt],
+      ])) {
+        const tr = h('tr', sideName === 'NPU' ? 'drow-npu' : 'drow-bench');
+        tr.dataset.section = r.section;
+        tr.dataset.side = sideName.toLowerCase();
+        const fields = new Map(key ? map.get(key) ?? [] : []);
+        const nameTd = h('td', 'dkey', key ? shortKey(key) : '—');
+        if (key) nameTd.title = key;
+        tr.append(nameTd, h('td', 'dside', sideName));
+        for (const c of cols) {
+          const v = fields.get(c);
+          const td = h('td', '', v ?? '');
+          td.dataset.field = c;
+          if (c === 'Result' && v) td.classList.add(`res-${v.toLowerCase().replace(/[^a-z]/g, '')}`);
+          tr.append(td);
+        }
+        tbody.append(tr);
+      }
+    }
+    table.append(tbody);
+    const wrap = h('div', 'dtable-wrap');
+    wrap.append(table);
+    this.compareEl.replaceChildren(wrap);
+  }
+
+  /** @param {NodeDetail | null} npu @param {NodeDetail | null} bench */
+  renderStacks(npu, bench) {
+    const grid = h('div', 'stacks');
+    for (const [label, d] of /** @type {[string, NodeDetail | null][]} */ ([
+      ['NPU', npu],
+      ['Bench', bench],
+    ])) {
+      const col = h('div', 'stack-col');
+      const head = h('div', 'stack-head');
+      const title = h('span', '', `${label}: ${d ? d.name : '(no counterpart)'}`);
+      const btn = /** @type {HTMLButtonElement} */ (h('button', 'btn small', 'Copy'));
+      btn.type = 'button';
+      btn.dataset.copy = label.toLowerCase();
+      const text = d ? (d.stack ?? []).join('\n') : '';
+      btn.disabled = !text;
+      btn.addEventListener('click', async () => {
+        const ok = await copyText(text);
+        btn.textContent = ok ? 'Copied' : 'Copy failed';
+        setTimeout(() => (btn.textContent = 'Copy'), 1500);
+      });
+      head.append(title, btn);
+      const pre = h('pre', 'stack-text', text || '(no stack)');
+      pre.dataset.side = label.toLowerCase();
+      col.append(head, pre);
+      grid.append(col);
+    }
+    this.stackEl.replaceChildren(grid);
+  }
+}
+
+/** @param {string} key */
+function sectionOf(key) {
+  if (/\.parameters_grad\b/.test(key)) return 'parameters_grad';
+  if (/\.parameters\./.test(key)) return 'parameters';
+  if (/\.output\b/.test(key)) return 'output';
+  return 'input';
+}
+
+/** The tensor key without the node name: `Module.x.Linear.forward.0.input.0` → `input.0`. @param {string} key */
+function shortKey(key) {
+  const m = /\.(input|output|parameters_grad|parameters)(\.|$)/.exec(key);
+  return m ? key.slice(m.index + 1) : key;
+}

@@ -1,0 +1,351 @@
+// @ts-check
+// Canvas 2D view of one pane: nested boxes, culling, level of detail, pan/zoom/fit, hit testing.
+import { L } from './tree.js';
+import { OVERFLOW_COLORS, darker } from './colors.js';
+
+const SELECT_COLOR = '#1f3fcf';
+const PEER_COLOR = '#e07b00';
+
+export class GraphView {
+  /**
+   * @param {HTMLCanvasElement} canvas
+   * @param {{onSelect: (i: number) => void, onToggle: (i: number) => void}} handlers
+   */
+  constructor(canvas, handlers) {
+    this.canvas = canvas;
+    this.ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext('2d', { alpha: false }));
+    this.handlers = handlers;
+    /** @type {import('./tree.js').TreeModel | null} */
+    this.model = null;
+    /** @type {import('./colors.js').Bin[]} */
+    this.bins = [];
+    /** @type {string[]} */
+    this.strokes = [];
+    this.scale = 1;
+    this.tx = 20;
+    this.ty = 20;
+    this.selected = -1;
+    this.peer = -1;
+    this.dirty = false;
+    this.cssW = 0;
+    this.cssH = 0;
+    this.dpr = 1;
+    /** statistics of the last frame (for tests and the perf check) */
+    this.stats = { drawn: 0, ms: 0 };
+    this.installInput();
+    new ResizeObserver(() => this.resize()).observe(canvas);
+  }
+
+  /** @param {import('./tree.js').TreeModel | null} model @param {import('./colors.js').Bin[]} bins */
+  setModel(model, bins) {
+    this.model = model;
+    this.bins = bins;
+    this.strokes = bins.map((b) => darker(b.color));
+    this.selected = -1;
+    this.peer = -1;
+    this.fit();
+  }
+
+  resize() {
+    const r = this.canvas.getBoundingClientRect();
+    this.dpr = window.devicePixelRatio || 1;
+    this.cssW = Math.max(1, r.width);
+    this.cssH = Math.max(1, r.height);
+    this.canvas.width = Math.round(this.cssW * this.dpr);
+    this.canvas.height = Math.round(this.cssH * this.dpr);
+    this.draw();
+  }
+
+  invalidate() {
+    if (this.dirty) return;
+    this.dirty = true;
+    requestAnimationFrame(() => {
+      this.dirty = false;
+      this.draw();
+    });
+  }
+
+  /** Zooms so the whole (visible) graph fits the pane. */
+  fit() {
+    const m = this.model;
+    if (!m || !m.n) return this.invalidate();
+    m.layout(0);
+    const W = this.cssW || this.canvas.clientWidth || 400;
+    const H = this.cssH || this.canvas.clientHeight || 300;
+    const s = Math.min((W - 24) / m.w[0], (H - 24) / m.h[0], 1.5);
+    this.scale = Math.max(1e-4, s);
+    this.tx = (W - m.w[0] * this.scale) / 2;
+    this.ty = Math.max(12, (H - m.h[0] * this.scale) / 2);
+    this.invalidate();
+  }
+
+  /**
+   * Pans (and zooms in if it is too small to read) so that node i is in view.
+   * @param {number} i
+   */
+  showNode(i) {
+    const m = this.model;
+    if (!m || i < 0) return;
+    m.layout(0);
+    const { x, y } = m.absPos(i);
+    if (m.h[i] * this.scale < 14) this.scale = Math.min(1.2, Math.max(this.scale, 14 / L.rowH));
+    const sx = x * this.scale + this.tx;
+    const sy = y * this.scale + this.ty;
+    const sw = m.w[i] * this.scale;
+    const sh = Math.min(m.h[i], L.rowH * 3) * this.scale;
+    const margin = 24;
+    if (sx < margin || sx + Math.min(sw, this.cssW / 2) > this.cssW - margin || sy < margin || sy + sh > this.cssH - margin) {
+      this.tx = this.cssW / 2 - (x + Math.min(m.w[i], this.cssW / this.scale / 2) / 2) * this.scale;
+      this.ty = this.cssH / 2 - (y + Math.min(m.h[i], L.rowH * 2) / 2) * this.scale;
+    }
+    this.invalidate();
+  }
+
+  /** Zoom by factor k about the screen point (px, py). @param {number} k @param {number} px @param {number} py */
+  zoomAt(k, px, py) {
+    const s = Math.min(8, Math.max(1e-4, this.scale * k));
+    const f = s / this.scale;
+    this.tx = px - (px - this.tx) * f;
+    this.ty = py - (py - this.ty) * f;
+    this.scale = s;
+    this.invalidate();
+  }
+
+  installInput() {
+    const c = this.canvas;
+    /** @type {{x: number, y: number, tx: number, ty: number, moved: boolean, id: number} | null} */
+    let drag = null;
+    c.addEventListener('pointerdown', (e) => {
+      if (e.button !== 0) return;
+      drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty, moved: false, id: e.pointerId };
+      c.setPointerCapture(e.pointerId);
+    });
+    c.addEventListener('pointermove', (e) => {
+      if (!drag || drag.id !== e.pointerId) return;
+      const dx = e.clientX - drag.x;
+      const dy = e.clientY - drag.y;
+      if (!drag.moved && Math.hypot(dx, dy) < 4) return;
+      drag.moved = true;
+      c.classList.add('panning');
+      this.tx = drag.tx + dx;
+      this.ty = drag.ty + dy;
+      this.invalidate();
+    });
+    const end = (/** @type {PointerEvent} */ e) => {
+      if (!drag || drag.id !== e.pointerId) return;
+      const wasClick = !drag.moved;
+      drag = null;
+      c.classList.remove('panning');
+      if (wasClick && e.type === 'pointerup') {
+        const hit = this.hitTest(e);
+        if (hit >= 0) this.handlers.onSelect(hit);
+      }
+    };
+    c.addEventListener('pointerup', end);
+    c.addEventListener('pointercancel', end);
+    c.addEventListener('dblclick', (e) => {
+      const hit = this.hitTest(e);
+      if (hit >= 0) this.handlers.onToggle(hit);
+    });
+    c.addEventListener(
+      'wheel',
+      (e) => {
+        e.preventDefault();
+        const r = c.getBoundingClientRect();
+        const dy = e.deltaMode === 1 ? e.deltaY * 16 : e.deltaY;
+        if (e.ctrlKey || !e.shiftKey) this.zoomAt(Math.exp(-dy * 0.0015), e.clientX - r.left, e.clientY - r.top);
+        else {
+          this.tx -= e.deltaX || dy;
+          this.invalidate();
+        }
+      },
+      { passive: false },
+    );
+  }
+
+  /** @param {MouseEvent} e @returns {number} */
+  hitTest(e) {
+    const r = this.canvas.getBoundingClientRect();
+    return this.nodeAt((e.clientX - r.left - this.tx) / this.scale, (e.clientY - r.top - this.ty) / this.scale);
+  }
+
+  /**
+   * Deepest visible node whose box contains the world point (x, y), or -1.
+   * @param {number} x @param {number} y
+   */
+  nodeAt(x, y) {
+    const m = this.model;
+    if (!m || !m.n) return -1;
+    m.layout(0);
+    if (x < 0 || y < 0 || x > m.w[0] || y > m.h[0]) return -1;
+    let i = 0;
+    let ox = 0;
+    let oy = 0;
+    for (;;) {
+      if (!m.isOpen(i)) return i;
+      const lx = x - ox;
+      const ly = y - oy;
+      const a = m.childStart[i];
+      const b = m.childStart[i + 1];
+      let k = firstBelow(m, a, b, ly);
+      let found = -1;
+      for (; k < b; k++) {
+        const ch = m.childList[k];
+        if (m.ry[ch] > ly) break;
+        if (lx >= m.rx[ch] && lx <= m.rx[ch] + m.w[ch] && ly >= m.ry[ch] && ly <= m.ry[ch] + m.h[ch]) {
+          found = ch;
+          break;
+        }
+      }
+      if (found < 0) return i;
+      ox += m.rx[found];
+      oy += m.ry[found];
+      i = found;
+    }
+  }
+
+  draw() {
+    const t0 = performance.now();
+    const ctx = this.ctx;
+    ctx.setTransform(this.dpr, 0, 0, this.dpr, 0, 0);
+    ctx.fillStyle = '#f4f5f7';
+    ctx.fillRect(0, 0, this.cssW, this.cssH);
+    const m = this.model;
+    this.stats.drawn = 0;
+    if (!m || !m.n) {
+      this.stats.ms = performance.now() - t0;
+      return;
+    }
+    m.layout(0);
+    ctx.textBaseline = 'middle';
+    this.drawNode(m, 0, 0, 0);
+    // Selection outlines on top.
+    for (const [idx, color, dash] of /** @type {[number, string, number[]][]} */ ([
+      [this.peer, PEER_COLOR, [5, 3]],
+      [this.selected, SELECT_COLOR, []],
+    ])) {
+      if (idx < 0 || idx >= m.n || !m.isVisible(idx)) continue;
+      const { x, y } = m.absPos(idx);
+      ctx.save();
+      ctx.setLineDash(dash);
+      ctx.lineWidth = 2.5;
+      ctx.strokeStyle = color;
+      const sx = x * this.scale + this.tx;
+      const sy = y * this.scale + this.ty;
+      ctx.strokeRect(sx - 2, sy - 2, m.w[idx] * this.scale + 4, m.h[idx] * this.scale + 4);
+      ctx.restore();
+    }
+    this.stats.ms = performance.now() - t0;
+  }
+
+  /**
+   * @param {import('./tree.js').TreeModel} m
+   * @param {number} i
+   * @param {number} ax absolute world x of i
+   * @param {number} ay absolute world y of i
+   */
+  drawNode(m, i, ax, ay) {
+    const s = this.scale;
+    const sx = ax * s + this.tx;
+    const sy = ay * s + this.ty;
+    const sw = m.w[i] * s;
+    const sh = m.h[i] * s;
+    if (sx > this.cssW || sy > this.cssH || sx + sw < 0 || sy + sh < 0) return; // culled
+    const ctx = this.ctx;
+    this.stats.drawn++;
+    const bin = this.bins[m.cls[i]];
+    const fill = bin ? bin.color : '#ffffff';
+    const stroke = this.strokes[m.cls[i]] ?? '#666666';
+    const open = m.isOpen(i);
+    const nodeType = m.g.nodeType[i];
+    // Level of detail: a box smaller than ~2 px is a dot.
+    if (sw < 2 || sh < 2) {
+      ctx.fillStyle = stroke;
+      ctx.fillRect(sx, sy, Math.max(sw, 1), Math.max(sh, 1));
+      return;
+    }
+    const hh = Math.min(L.rowH * s, sh);
+    if (open) {
+      ctx.fillStyle = m.depth[i] % 2 ? '#ffffff' : '#fbfbfc';
+      ctx.fillRect(sx, sy, sw, sh);
+      ctx.fillStyle = fill;
+      ctx.fillRect(sx, sy, sw, hh);
+    } else {
+      ctx.fillStyle = fill;
+      if (!m.hasChildren(i) && sh > 6) roundRect(ctx, sx, sy, sw, sh, Math.min(sh / 2, 8 * s));
+      else ctx.fillRect(sx, sy, sw, sh);
+    }
+    if (sw > 4) {
+      ctx.lineWidth = 1;
+      ctx.strokeStyle = stroke;
+      if (nodeType === 9 || nodeType === 8) ctx.setLineDash(nodeType === 9 ? [6, 2] : [2, 2]);
+      if (!open && !m.hasChildren(i) && sh > 6) {
+        roundRect(ctx, sx + 0.5, sy + 0.5, sw - 1, sh - 1, Math.min(sh / 2, 8 * s), true);
+      } else ctx.strokeRect(sx + 0.5, sy + 0.5, sw - 1, sh - 1);
+      ctx.setLineDash([]);
+    }
+    // Overflow marker: a coloured band on the left edge.
+    const ov = m.g.overflow[i];
+    if (ov) {
+      ctx.fillStyle = OVERFLOW_COLORS[ov] ?? '#8888ff';
+      ctx.fillRect(sx, sy, Math.max(3, 4 * s), hh);
+    }
+    // Label (skipped when too small to read).
+    const fontPx = L.fontPx * s;
+    if (fontPx >= 5 && hh >= 7) {
+      const text = m.drawnLabel[i] ?? m.label(i);
+      ctx.fillStyle = '#1d1f24';
+      ctx.font = `${fontPx.toFixed(2)}px system-ui, sans-serif`;
+      const tx = sx + L.textPad * s;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(sx, sy, sw, hh);
+      ctx.clip();
+      ctx.fillText(text, tx, sy + hh / 2);
+      if (m.hasChildren(i)) {
+        ctx.fillStyle = '#555';
+        ctx.fillText(open ? '−' : '+', sx + sw - 11 * s, sy + hh / 2);
+      }
+      ctx.restore();
+    }
+    if (!open) return;
+    // Children, culled by rows: children are ordered by ry, skip those above the view.
+    const a = m.childStart[i];
+    const b = m.childStart[i + 1];
+    const viewTop = (0 - this.ty) / s - ay;
+    const viewBottom = (this.cssH - this.ty) / s - ay;
+    for (let k = firstBelow(m, a, b, viewTop); k < b; k++) {
+      const ch = m.childList[k];
+      if (m.ry[ch] > viewBottom) break;
+      this.drawNode(m, ch, ax + m.rx[ch], ay + m.ry[ch]);
+    }
+  }
+}
+
+/**
+ * Index k in [a, b) of the first child whose box may reach below y (children sorted by row).
+ * @param {import('./tree.js').TreeModel} m @param {number} a @param {number} b @param {number} y
+ */
+function firstBelow(m, a, b, y) {
+  let lo = a;
+  let hi = b;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    const ch = m.childList[mid];
+    if (m.ry[ch] + m.h[ch] < y) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * @param {CanvasRenderingContext2D} ctx
+ * @param {number} x @param {number} y @param {number} w @param {number} h @param {number} r
+ * @param {boolean} [stroke]
+ */
+function roundRect(ctx, x, y, w, h, r, stroke = false) {
+  ctx.beginPath();
+  ctx.roundRect(x, y, w, h, Math.max(0, Math.min(r, w / 2, h / 2)));
+  if (stroke) ctx.stroke();
+  else ctx.fill();
+}

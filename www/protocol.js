@@ -1,0 +1,147 @@
+// @ts-check
+/**
+ * The one request/response protocol between the page (main thread) and the worker that owns the
+ * WebAssembly core (`worker.js`). Every request is `{id, type, ...}`; the worker answers each one
+ * with zero or more `{id, type: 'progress', ...}` messages and then exactly one
+ * `{id, type: 'result', ...}` or `{id, type: 'error', ...}`.
+ *
+ * Bytes never travel as JS strings: file chunks are `ArrayBuffer`s moved with the transfer list,
+ * and the graph arrays of a run come back as typed arrays, also transferred.
+ *
+ * This file holds types and a few constants only (no DOM, no worker API), so both sides can import it.
+ */
+
+/** @typedef {'npu' | 'bench'} Side */
+
+/**
+ * Folder layout of one side, as the core understands it.
+ * @typedef {{kind: 'files' | 'ranks' | 'steps', steps: number[], ranks: number[]}} Layout
+ */
+
+/**
+ * Options of a compare/build run (mirrors the CLI: `-lm`, `-fm`, `-oc`).
+ * `layerMapping`: null = no layer mapping; "" = bare `-lm` (built-in rules); otherwise the YAML text.
+ * `layerMappingName`: file name of the YAML, used in the core's error messages.
+ * @typedef {{step: number, rank: number, layerMapping: string | null, layerMappingName?: string, fuzzy: boolean, overflowCheck: boolean}} RunOptions
+ */
+
+/**
+ * One legend entry of the result's colour table (`nodeColors`), keyed by `#RRGGBB`.
+ * `value` is `[lo, hi]`, or `[]` for the "unmatched" colour.
+ * @typedef {{value: number[], description: string, accuracy_level?: string}} ColorEntry
+ */
+
+/**
+ * A graph as the core returns it (JSON), nodes in pre-order, root = 0.
+ * @typedef {object} GraphDto
+ * @property {string[]} names
+ * @property {number[]} parent  -1 for the root
+ * @property {number[]} nodeType 0 module, 1 api, 9 api collection (8 multi-collection)
+ * @property {(number | null)[]} precision  NPU side only
+ * @property {(string | null)[]} overflow   null | "medium" | "high" | "critical"
+ * @property {number[]} matched  index of the counterpart in the other graph, -1 if none
+ * @property {number[]} microStep
+ * @property {number[]} subtreeEnd  the subtree of i is [i, subtreeEnd[i])
+ */
+
+/**
+ * The same graph after the worker converted it: numeric columns as typed arrays (transferred).
+ * `precision` uses NaN for null.
+ * @typedef {object} Graph
+ * @property {string[]} names
+ * @property {Int32Array} parent
+ * @property {Uint8Array} nodeType
+ * @property {Float64Array} precision
+ * @property {(string | null)[]} overflow
+ * @property {Int32Array} matched
+ * @property {Int32Array} microStep
+ * @property {Int32Array} subtreeEnd
+ */
+
+/**
+ * @typedef {{severity: 'warning' | 'info' | 'error', file: string, message: string}} Diagnostic
+ */
+
+/**
+ * Result of a run, as the core returns it (with `npu`/`bench` converted to {@link Graph}).
+ * @typedef {object} RunResult
+ * @property {'compare' | 'build'} graphType
+ * @property {string} task
+ * @property {number} microSteps
+ * @property {Record<string, ColorEntry>} nodeColors
+ * @property {Record<string, string> | null} toolTip
+ * @property {Diagnostic[]} diagnostics
+ * @property {Graph} npu
+ * @property {Graph | null} bench
+ */
+
+/**
+ * One tensor's fields, in the core's order: `[key, [[field, value], ...]]`.
+ * @typedef {[string, [string, string][]]} TensorEntry
+ */
+
+/**
+ * @typedef {object} NodeDetail
+ * @property {string} name
+ * @property {number} nodeType
+ * @property {string} upNode
+ * @property {string | null} precisionIndex  as text, e.g. "1.0"
+ * @property {string | null} overflowLevel
+ * @property {string[]} matchedNodeLink
+ * @property {number} microStep
+ * @property {string[]} stack
+ * @property {TensorEntry[]} inputData
+ * @property {TensorEntry[]} outputData
+ * @property {{section: string, npu: string | null, bench: string | null}[]} rows
+ */
+
+/**
+ * Requests (page → worker).
+ * @typedef {{id: number, type: 'init', wasm?: ArrayBuffer}} InitRequest
+ *   Instantiate the core. With `wasm` (the module bytes) the worker uses `initSync`; without, it fetches the .wasm.
+ * @typedef {{id: number, type: 'newSession', roots: Partial<Record<Side, string>>}} NewSessionRequest
+ *   Start a staging session; files go there until `run` succeeds, the displayed session stays usable meanwhile.
+ *   `roots` names each side's chosen folder (the core puts it in front of paths in its messages).
+ * @typedef {{id: number, type: 'fileBegin', side: Side, path: string, size: number}} FileBeginRequest
+ * @typedef {{id: number, type: 'fileChunk', side: Side, path: string, chunk: ArrayBuffer}} FileChunkRequest
+ *   The file ends implicitly when `size` bytes arrived; the result then says `done: true`.
+ * @typedef {{id: number, type: 'layout'}} LayoutRequest
+ * @typedef {{id: number, type: 'run', options: RunOptions, session: 'staging' | 'current'}} RunRequest
+ *   On success a staging session becomes the current one.
+ * @typedef {{id: number, type: 'discardStaging'}} DiscardStagingRequest
+ * @typedef {{id: number, type: 'nodePair', side: Side, index: number}} NodePairRequest
+ *   Details of a node of the current result and of its counterpart.
+ * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | LayoutRequest | RunRequest
+ *   | DiscardStagingRequest | NodePairRequest} Request
+ */
+
+/**
+ * Responses (worker → page).
+ * @typedef {{id: number, type: 'progress', stage: string, done?: number, total?: number}} ProgressResponse
+ * @typedef {{id: number, type: 'error', message: string, side?: Side, path?: string, stage?: string}} ErrorResponse
+ * @typedef {{id: number, type: 'result', value?: any}} ResultResponse
+ *   `value` per request: init → `{version: string}`; fileChunk → `{done: boolean}`;
+ *   layout → `{npu: Layout | null, bench: Layout | null}`; run → {@link RunResult};
+ *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; others → undefined.
+ * @typedef {ProgressResponse | ErrorResponse | ResultResponse} Response
+ */
+
+/** Files bigger than this are streamed into the core (`beginFile`/`appendChunk`) instead of `addFile`. */
+export const STREAM_THRESHOLD = 64 * 1024 * 1024;
+
+/** Size of the chunks the page reads with `Blob.slice` and transfers to the worker. */
+export const CHUNK_SIZE = 8 * 1024 * 1024;
+
+/** Stage labels shown in the progress bar. */
+export const STAGES = Object.freeze({
+  startCore: 'Starting the core',
+  readNpu: 'Reading NPU files',
+  readBench: 'Reading Bench files',
+  layout: 'Checking folder layout',
+  run: 'Building and comparing graphs',
+  render: 'Laying out',
+});
+
+/** The sides, in display order (NPU left, Bench right). */
+/** @type {readonly Side[]} */
+export const SIDES = Object.freeze(['npu', 'bench']);
