@@ -126,6 +126,9 @@ function wrappedGlue() {
   if (!initName) fail('www/pkg/probelens.js: no default export (not a --target web build?)');
   glue = glue.replace(/^export\s+(?=(?:async\s+)?(?:function|class|const|let)\b)/gm, '');
   if (/^\s*(import|export)\s/m.test(glue)) fail('www/pkg/probelens.js: unexpected import/export left in the glue');
+  // The worker bundle is a classic script (module workers from blob: URLs do not start under file://);
+  // import.meta only serves init() without bytes, which the single file never calls.
+  glue = glue.replace(/import\.meta\.url/g, 'self.location.href');
   return `const { Session, initSync, init } = (() => {\n${glue}\nreturn { Session, initSync, init: ${initName} };\n})();\n`;
 }
 
@@ -183,8 +186,9 @@ function main() {
     file,
     src: stripModule(file, new Set(['./pkg/probelens.js'])),
   }));
-  const workerSrc = `${wrappedGlue()}\n${workerParts.map((p) => `// ---- ${path.relative(WWW, p.file)}\n${p.src}`).join('\n')}`;
+  const workerSrc = `"use strict";\n${wrappedGlue()}\n${workerParts.map((p) => `// ---- ${path.relative(WWW, p.file)}\n${p.src}`).join('\n')}`;
 
+  if (/\bimport\.meta\b|^\s*(import|export)\s/m.test(workerSrc.replace(/^\s*\/\/.*$/gm, ''))) fail('the worker bundle is not a classic script');
   const appParts = collect(path.join(WWW, 'single.js')).map((file) => ({ file, src: stripModule(file) }));
   checkUniqueNames(appParts);
   checkUniqueNames(workerParts);

@@ -55,7 +55,14 @@ function fmtBytes(n) {
 
 /** @param {Host} host */
 export function startApp(host) {
-  const client = new CoreClient(host.makeWorker, host.wasmBytes);
+  // Debug/test knobs: ?chunk=<bytes>&stream=<bytes> force small chunks and the core's streaming path.
+  const params = new URLSearchParams(location.search);
+  const knob = (/** @type {string} */ k) => {
+    const v = Number(params.get(k));
+    return Number.isInteger(v) && v > 0 ? v : undefined;
+  };
+  const chunkSize = knob('chunk');
+  const client = new CoreClient(host.makeWorker, host.wasmBytes, knob('stream'));
 
   const S = {
     /** @type {Record<Side, Source | null>} sources the user chose */
@@ -77,6 +84,8 @@ export function startApp(host) {
     /** worker generation that holds the current session (-1: none) */
     sessionGen: -1,
     loadSeq: 0,
+    /** a load or re-run is waiting for the worker */
+    running: false,
     detailSeq: 0,
     loads: 0,
     /** which pane shows the single graph of a build result */
@@ -195,11 +204,12 @@ export function startApp(host) {
     return 'load';
   }
 
-  /** @param {Side} side */
-  function showSource(side) {
+  /** @param {Side} side @param {string} [note] */
+  function showSource(side, note) {
     const src = S.sources[side];
     $(`${side}-src`).textContent = src
-      ? `${src.label} — ${src.files.length} file${src.files.length === 1 ? '' : 's'}, ${fmtBytes(src.files.reduce((s, f) => s + f.size, 0))}`
+      ? `${src.label} — ${src.files.length} file${src.files.length === 1 ? '' : 's'}, ` +
+        `${fmtBytes(src.files.reduce((s, f) => s + f.size, 0))}${note ? ` (${note})` : ''}`
       : 'drop a dump folder here';
   }
 
@@ -209,10 +219,11 @@ export function startApp(host) {
    */
   async function load(changed) {
     const seq = ++S.loadSeq;
-    if (client.busy) {
+    if (S.running) {
       // A load is running: terminate the worker (the old session goes with it) and start over.
       client.restart().catch(() => {});
     }
+    S.running = true;
     setState('loading');
     for (const s of changed) setError(s);
     setError('load');
@@ -233,7 +244,9 @@ export function startApp(host) {
       for (const [slot, side, src] of slots) {
         const stage = side === 'npu' ? STAGES.readNpu : STAGES.readBench;
         try {
-          await sendFiles(client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq);
+          await sendFiles(
+            client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq, chunkSize,
+          );
         } catch (e) {
           if (e instanceof CoreError && !e.cancelled) e.side = side;
           throw e;
@@ -250,7 +263,10 @@ export function startApp(host) {
       S.applied = { ...S.sources };
       S.layout = layout;
       S.sessionGen = client.generation;
-      for (const s of SIDES) setError(s);
+      for (const s of SIDES) {
+        setError(s);
+        showSource(s);
+      }
       display(result);
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
@@ -260,9 +276,11 @@ export function startApp(host) {
       // Keep showing (and using) the previous result; the new choice stays on its card with the error,
       // so that choosing the other side next loads both.
       if (S.layout) updateSelectors(S.layout);
+      for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
       window.__probelens.errors.push({ where, message: e instanceof Error ? e.message : String(e) });
     } finally {
       if (seq === S.loadSeq) {
+        S.running = false;
         progressDone();
         setState(S.result ? 'ready' : 'empty');
         document.body.dataset.loads = String(++S.loads);
@@ -273,8 +291,9 @@ export function startApp(host) {
   /** Re-runs the current session with new options (no file reading). */
   async function rerun() {
     const same = S.sources.npu === S.applied.npu && S.sources.bench === S.applied.bench;
-    if (!S.result || !same || S.sessionGen !== client.generation || client.busy) return load([]);
+    if (!S.result || !same || S.sessionGen !== client.generation || S.running) return load([]);
     const seq = ++S.loadSeq;
+    S.running = true;
     setState('loading');
     setError('load');
     setError('mapping');
@@ -291,6 +310,7 @@ export function startApp(host) {
       window.__probelens.errors.push({ where, message: msg });
     } finally {
       if (seq === S.loadSeq) {
+        S.running = false;
         progressDone();
         setState(S.result ? 'ready' : 'empty');
         document.body.dataset.loads = String(++S.loads);
@@ -403,7 +423,7 @@ export function startApp(host) {
       sw.className = 'sw';
       sw.style.background = b.color;
       const t = document.createElement('span');
-      t.textContent = `${b.label} ${counts[k]}`;
+      t.textContent = `${compare ? b.label : 'nodes'} ${counts[k]}`;
       li.title = b.description + (Number.isFinite(b.lo) ? ` [${b.lo}, ${b.hi}${b.last ? ']' : ')'}` : '');
       li.append(sw, t);
       ul.append(li);

@@ -33,10 +33,12 @@ export class CoreClient {
   /**
    * @param {() => Worker} makeWorker creates a fresh worker
    * @param {() => (ArrayBuffer | undefined)} wasmBytes module bytes for `initSync` (single file), or undefined to fetch
+   * @param {number} [streamThreshold] files above this size are streamed into the core (default: protocol.js)
    */
-  constructor(makeWorker, wasmBytes) {
+  constructor(makeWorker, wasmBytes, streamThreshold) {
     this.makeWorker = makeWorker;
     this.wasmBytes = wasmBytes;
+    this.streamThreshold = streamThreshold;
     /** @type {Worker | null} */
     this.worker = null;
     this.nextId = 1;
@@ -61,7 +63,9 @@ export class CoreClient {
     };
     w.onmessageerror = () => this.failAll(new CoreError('worker sent an unreadable message'));
     const bytes = this.wasmBytes();
-    this.ready = this.send({ type: 'init', wasm: bytes }, bytes ? [bytes] : []).then(() => undefined);
+    this.ready = this.send({ type: 'init', wasm: bytes, streamThreshold: this.streamThreshold }, bytes ? [bytes] : []).then(
+      () => undefined,
+    );
     return this.ready;
   }
 

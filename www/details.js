@@ -7,7 +7,7 @@
 const FIRST = ['dtype', 'shape', 'Max', 'Min', 'Mean', 'Norm', 'md5'];
 const LAST = ['Result', 'Err_message'];
 /** Fields that say nothing to a reader of the table. */
-const HIDDEN = new Set(['data_name', 'isBench', 'isMatched', 'value']);
+const HIDDEN = new Set(['data_name', 'isBench', 'isMatched']);
 
 /**
  * @param {string} tag
@@ -116,9 +116,8 @@ export class DetailsPanel {
     const t2 = h('span', 'dname');
     t2.append(h('b', '', 'Bench: '), document.createTextNode(bench?.name ?? '(no counterpart)'));
     this.titleEl.append(t1, t2);
-    if (main && main.precisionIndex !== null && main.precisionIndex !== undefined) {
-      this.titleEl.append(h('span', 'dmeta', `precision index ${main.precisionIndex}`));
-    }
+    const pi = npu?.precisionIndex ?? main?.precisionIndex;
+    if (pi !== null && pi !== undefined) this.titleEl.append(h('span', 'dmeta', `precision index ${pi}`));
     if (main?.overflowLevel) this.titleEl.append(h('span', 'dmeta ov', `overflow ${main.overflowLevel}`));
     this.renderTable(npu, bench, main, toolTip);
     this.renderStacks(npu, bench);

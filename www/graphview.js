@@ -296,7 +296,8 @@ export class GraphView {
       const text = m.drawnLabel[i] ?? m.label(i);
       ctx.fillStyle = '#1d1f24';
       ctx.font = `${fontPx.toFixed(2)}px system-ui, sans-serif`;
-      const tx = sx + L.textPad * s;
+      // Keep the label of a box that starts left of the view readable (sticky at the left edge).
+      const tx = Math.max(sx + L.textPad * s, Math.min(4, sx + sw - 40));
       ctx.save();
       ctx.beginPath();
       ctx.rect(sx, sy, sw, hh);

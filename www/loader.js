@@ -125,16 +125,17 @@ async function* walk(entry) {
  * @param {SourceFile[]} files
  * @param {(done: number, total: number) => void} onProgress
  * @param {() => boolean} isCancelled
+ * @param {number} [chunkSize]
  */
-export async function sendFiles(client, side, files, onProgress, isCancelled) {
+export async function sendFiles(client, side, files, onProgress, isCancelled, chunkSize = CHUNK_SIZE) {
   const total = files.reduce((s, f) => s + f.size, 0);
   let done = 0;
   onProgress(0, total);
   for (const f of files) {
     await client.request({ type: 'fileBegin', side, path: f.path, size: f.size });
-    for (let off = 0; off < f.size; off += CHUNK_SIZE) {
+    for (let off = 0; off < f.size; off += chunkSize) {
       if (isCancelled()) return;
-      const chunk = await f.file.slice(off, Math.min(f.size, off + CHUNK_SIZE)).arrayBuffer();
+      const chunk = await f.file.slice(off, Math.min(f.size, off + chunkSize)).arrayBuffer();
       await client.request({ type: 'fileChunk', side, path: f.path, chunk }, [chunk]);
       done += chunk.byteLength;
       onProgress(done, total);

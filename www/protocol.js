@@ -97,8 +97,9 @@
 
 /**
  * Requests (page → worker).
- * @typedef {{id: number, type: 'init', wasm?: ArrayBuffer}} InitRequest
+ * @typedef {{id: number, type: 'init', wasm?: ArrayBuffer, streamThreshold?: number}} InitRequest
  *   Instantiate the core. With `wasm` (the module bytes) the worker uses `initSync`; without, it fetches the .wasm.
+ *   `streamThreshold` overrides STREAM_THRESHOLD (tests use it to exercise the streaming path).
  * @typedef {{id: number, type: 'newSession', roots: Partial<Record<Side, string>>}} NewSessionRequest
  *   Start a staging session; files go there until `run` succeeds, the displayed session stays usable meanwhile.
  *   `roots` names each side's chosen folder (the core puts it in front of paths in its messages).

@@ -32,7 +32,8 @@ const wasm = __PL_WASM_GZ ? (await gunzip(fromBase64(__PL_WASM_GZ))).buffer : ne
 const workerUrl = URL.createObjectURL(new Blob([__PL_WORKER_SRC], { type: 'text/javascript' }));
 
 startApp({
-  makeWorker: () => new Worker(workerUrl, { type: 'module', name: 'probelens-core' }),
+  // A classic worker: module workers from blob: URLs do not start when the page is a file:// URL.
+  makeWorker: () => new Worker(workerUrl, { name: 'probelens-core' }),
   wasmBytes: () => wasm.slice(0),
   async loadDemo() {
     const d = __PL_DEMO;

@@ -19,14 +19,36 @@ export const L = Object.freeze({
 /** A canvas context used only to measure label widths. */
 /** @type {CanvasRenderingContext2D | OffscreenCanvasRenderingContext2D | null} */
 let measureCtx = null;
-/** @param {string} s */
-function measure(s) {
+/** Advance widths of the printable ASCII characters in L.font (labels are mostly ASCII). */
+let asciiW = /** @type {Float32Array | null} */ (null);
+
+function ctx2d() {
   if (!measureCtx) {
     const c = typeof OffscreenCanvas !== 'undefined' ? new OffscreenCanvas(1, 1) : document.createElement('canvas');
     measureCtx = /** @type {CanvasRenderingContext2D | OffscreenCanvasRenderingContext2D} */ (c.getContext('2d'));
     measureCtx.font = L.font;
   }
-  return measureCtx.measureText(s).width;
+  return measureCtx;
+}
+
+/**
+ * Width of s in L.font. Summing per-character advances (ignoring kerning) is ~50x faster than
+ * measureText and close enough for box sizes; non-ASCII text is measured for real.
+ * @param {string} s
+ */
+function measure(s) {
+  if (!asciiW) {
+    const c = ctx2d();
+    asciiW = new Float32Array(128);
+    for (let k = 32; k < 127; k++) asciiW[k] = c.measureText(String.fromCharCode(k)).width;
+  }
+  let w = 0;
+  for (let k = 0; k < s.length; k++) {
+    const code = s.charCodeAt(k);
+    if (code < 32 || code > 126) return ctx2d().measureText(s).width;
+    w += asciiW[code];
+  }
+  return w;
 }
 
 /**

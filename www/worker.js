@@ -23,6 +23,8 @@ let staging = null;
 let currentMatched = null;
 /** Set after the core trapped (a Rust panic): the instance may be inconsistent, so refuse further work. */
 let aborted = '';
+/** Files bigger than this go to the core in chunks (beginFile/appendChunk). */
+let streamThreshold = STREAM_THRESHOLD;
 
 /**
  * Files being received, keyed by side + path.
@@ -81,6 +83,7 @@ async function handle(req) {
   }
   switch (req.type) {
     case 'init': {
+      if (req.streamThreshold !== undefined) streamThreshold = req.streamThreshold;
       if (req.wasm) initSync({ module: new Uint8Array(req.wasm) });
       else await init();
       post({ id, type: 'result', value: {} });
@@ -104,7 +107,7 @@ async function handle(req) {
     case 'fileBegin': {
       const s = need(staging);
       const key = req.side + '\u0000' + req.path;
-      if (req.size > STREAM_THRESHOLD) {
+      if (req.size > streamThreshold) {
         s.beginFile(req.side, req.path, req.size);
         incoming.set(key, { size: req.size, got: 0, buf: null });
       } else {

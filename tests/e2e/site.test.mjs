@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import http from 'node:http';
+import os from 'node:os';
+import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
   reference, expectedClasses, readOutline, indexOf,
@@ -15,6 +17,8 @@ const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
 const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
 const MAPPING = path.join(MIX, 'layer_mapping.yaml');
 const TWO = path.join(FIX, 'qwen_two_ranks');
+/** Modules of 50 nodes each in the synthetic large dump (2000 → 100,001 nodes). */
+const BIG_MODULES = Number(process.env.PROBELENS_BIG_MODULES ?? 2000);
 
 /** Asserts the page's result equals the reference numbers of (fixture, variant, step, rank). */
 function assertMatchesReference(sum, fixture, variant, step, rank) {
@@ -179,6 +183,46 @@ describe('served site', () => {
     assert.equal(maxCell, '0.32393231987953186');
     const resultCell = await page.locator('#details-compare tr[data-side="npu"][data-section="output"] td[data-field="Result"]').first().textContent();
     assert.ok(['pass', 'warning', 'error'].includes(resultCell), `Result cell ${resultCell}`);
+    // Pan by drag, zoom by wheel about the cursor, fit, splitter.
+    const view = () => page.evaluate(() => {
+      const v = window.__probelens.views.npu;
+      return { s: v.scale, tx: v.tx, ty: v.ty };
+    });
+    const box = await page.locator('#npu-canvas').boundingBox();
+    const v0 = await view();
+    await page.mouse.move(box.x + 100, box.y + 100);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 160, box.y + 140, { steps: 5 });
+    await page.mouse.up();
+    const v1 = await view();
+    assert.ok(Math.abs(v1.tx - v0.tx - 60) < 1 && Math.abs(v1.ty - v0.ty - 40) < 1, `pan ${JSON.stringify([v0, v1])}`);
+    const worldBefore = await page.evaluate(([x, y]) => {
+      const v = window.__probelens.views.npu;
+      return [(x - v.tx) / v.scale, (y - v.ty) / v.scale];
+    }, [150, 120]);
+    await page.mouse.move(box.x + 150, box.y + 120);
+    await page.mouse.wheel(0, -300);
+    await page.waitForFunction((s) => window.__probelens.views.npu.scale > s, v1.s);
+    const worldAfter = await page.evaluate(([x, y]) => {
+      const v = window.__probelens.views.npu;
+      return [(x - v.tx) / v.scale, (y - v.ty) / v.scale];
+    }, [150, 120]);
+    assert.ok(Math.abs(worldAfter[0] - worldBefore[0]) < 0.5 && Math.abs(worldAfter[1] - worldBefore[1]) < 0.5, 'zoom keeps the point under the cursor');
+    await page.click('#npu-pane [data-act="fit"]');
+    const fitted = await page.evaluate(() => {
+      const v = window.__probelens.views.npu;
+      const m = v.model;
+      return { left: v.tx, top: v.ty, right: v.tx + m.w[0] * v.scale, bottom: v.ty + m.h[0] * v.scale, W: v.cssW, H: v.cssH };
+    });
+    assert.ok(fitted.left >= 0 && fitted.top >= 0 && fitted.right <= fitted.W + 0.5 && fitted.bottom <= fitted.H + 0.5, `fit ${JSON.stringify(fitted)}`);
+    const w0 = (await page.locator('#npu-pane').boundingBox()).width;
+    const sp = await page.locator('#splitter').boundingBox();
+    await page.mouse.move(sp.x + 3, sp.y + 50);
+    await page.mouse.down();
+    await page.mouse.move(sp.x - 200, sp.y + 50, { steps: 5 });
+    await page.mouse.up();
+    const w1 = (await page.locator('#npu-pane').boundingBox()).width;
+    assert.ok(w0 - w1 > 150, `splitter ${w0} → ${w1}`);
     await page.locator('#npu-pane').screenshot({ path: path.join(OUT, 'served-selected-npu-pane.png') });
     await page.locator('#bench-pane').screenshot({ path: path.join(OUT, 'served-selected-bench-pane.png') });
     await page.locator('#details').screenshot({ path: path.join(OUT, 'served-details.png') });
@@ -308,6 +352,109 @@ describe('served site', () => {
     assert.deepEqual(problems.requests, []);
     assert.deepEqual(problems.console, []);
     await context.close();
+  });
+});
+
+describe('served site: big inputs', () => {
+  let server;
+  let browser;
+  before(async () => {
+    requireBuild();
+    server = await startServer();
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  test('streaming path (small chunks, beginFile/appendChunk) gives the same result', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(`${server.url}?chunk=65536&stream=100000`);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', NPU_PROC);
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', BENCH_PROC);
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    assertClean();
+    await context.close();
+  });
+
+  test(`large graph (${BIG_MODULES * 50 + 1} nodes): responsive load, cancel, fast expand/draw/select`, async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-big-'));
+    try {
+      const nodes = writeSyntheticDump(path.join(dir, 'npu'), { modules: BIG_MODULES, apisPerModule: 49 }) + 1;
+      writeSyntheticDump(path.join(dir, 'bench'), { modules: BIG_MODULES, apisPerModule: 49, scale: 1.5 });
+      const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+      await page.goto(server.url);
+      await waitLoad(page, 0);
+      // A new load cancels a running one: start the big NPU side, then ask for the demo at once.
+      let n = await loads(page);
+      await page.setInputFiles('#npu-dir', path.join(dir, 'npu'));
+      await page.waitForFunction(() => document.body.dataset.state === 'loading');
+      await page.click('#demo-btn');
+      await waitLoad(page, n);
+      await page.waitForFunction(() => document.body.dataset.state === 'ready');
+      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+      // Now the big pair, watching the main thread while the worker works.
+      await page.setInputFiles('#npu-dir', path.join(dir, 'npu'));
+      n = await loads(page);
+      await page.setInputFiles('#bench-dir', path.join(dir, 'bench'));
+      const lag = page.evaluate(async (before) => {
+        let max = 0;
+        let last = performance.now();
+        while (Number(document.body.dataset.loads) <= before) {
+          await new Promise((r) => setTimeout(r, 20));
+          const now = performance.now();
+          max = Math.max(max, now - last - 20);
+          last = now;
+        }
+        return max;
+      }, n);
+      await waitLoad(page, n, 150000);
+      const sum = await resultSummary(page);
+      assert.equal(sum.npu.nodes, nodes);
+      assert.equal(sum.npu.matched, nodes);
+      const maxLag = await lag;
+      assert.ok(maxLag < 1000, `main thread blocked ${maxLag} ms during the load`);
+      const m = await page.evaluate(() => {
+        const out = {};
+        const v = window.__probelens.views.npu;
+        let t = performance.now();
+        document.querySelector('#npu-pane [data-act="expand-all"]').click();
+        out.expandAllMs = performance.now() - t;
+        out.draws = [];
+        for (const s of [0.02, 0.1, 0.5, 1.5]) {
+          v.scale = s;
+          v.tx = 10;
+          v.ty = -v.model.h[0] * s * 0.5;
+          v.draw();
+          out.draws.push({ s, ms: v.stats.ms, drawn: v.stats.drawn });
+        }
+        t = performance.now();
+        window.__probelens.select('npu', Math.floor(v.model.n * 0.77));
+        out.selectMs = performance.now() - t;
+        const o = document.getElementById('npu-outline');
+        out.domRows = o.querySelectorAll('[role=treeitem]').length;
+        out.rows = Number(o.dataset.rowCount);
+        return out;
+      });
+      assert.ok(m.expandAllMs < 1500, `expand all ${m.expandAllMs} ms`);
+      for (const d of m.draws) assert.ok(d.ms < 100, `frame at scale ${d.s}: ${d.ms} ms for ${d.drawn} boxes`);
+      assert.ok(m.selectMs < 500, `select ${m.selectMs} ms`);
+      assert.equal(m.rows, nodes);
+      assert.ok(m.domRows < 200, `outline is virtualised (${m.domRows} DOM rows)`);
+      await page.waitForTimeout(200);
+      await page.screenshot({ path: path.join(OUT, 'served-large.png') });
+      console.log(`large graph: ${JSON.stringify(m)} main-thread max lag ${maxLag.toFixed(0)} ms`);
+      assertClean();
+      await context.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -1,0 +1,95 @@
+// Browser tests of dist/probelens.html opened from file:// (wasm inlined, worker from a Blob URL,
+// demo inlined), with the real fixture folders; no request may leave file:/data:/blob:.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  FIX, OUT, DIST, SINGLE_URL, requireBuild, launch, openPage, fileAllowlist, loads, waitLoad, resultSummary,
+  reference, indexOf, readOutline, expectedClasses,
+} from './helpers.mjs';
+
+const MIX = path.join(FIX, 'qwen_mix_statistics');
+
+function assertRef(sum, fixture, variant, step, rank) {
+  const rn = reference(fixture, variant, step, rank, 'NPU');
+  const rb = reference(fixture, variant, step, rank, 'Bench');
+  assert.equal(sum.npu.nodes, rn.nodes, 'NPU nodes');
+  assert.equal(sum.npu.matched, rn.matched, 'NPU matched');
+  assert.equal(sum.bench.nodes, rb.nodes, 'Bench nodes');
+  assert.equal(sum.bench.matched, rb.matched, 'Bench matched');
+  assert.deepEqual(sum.npu.precision, rn.precision_index, 'NPU precision_index histogram');
+}
+
+describe('single file over file://', () => {
+  let browser;
+  before(async () => {
+    requireBuild();
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  test('is self-contained and has a hash-based CSP with connect-src none', () => {
+    const html = fs.readFileSync(path.join(DIST, 'probelens.html'), 'utf8');
+    const csp = /<meta http-equiv="Content-Security-Policy" content="([^"]+)">/.exec(html);
+    assert.ok(csp, 'CSP meta');
+    assert.match(csp[1], /connect-src 'none'/);
+    assert.match(csp[1], /script-src 'sha256-[A-Za-z0-9+/=]+' 'wasm-unsafe-eval'/);
+    assert.doesNotMatch(csp[1], /unsafe-inline'[^;]*;[^;]*$|script-src[^;]*unsafe-inline/);
+    assert.doesNotMatch(html, /<script[^>]+src=/, 'no external scripts');
+    assert.doesNotMatch(html, /<link[^>]+rel="stylesheet"/, 'no external stylesheet');
+  });
+
+  test('the demo loads from file:// and matches the reference', async () => {
+    const { page, assertClean, context } = await openPage(browser, fileAllowlist);
+    await page.goto(SINGLE_URL);
+    assert.equal(await waitLoad(page, 0), 'ready');
+    assertRef(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    await page.locator('#npu-pane').screenshot({ path: path.join(OUT, 'single-demo-npu-pane.png') });
+    await page.locator('#bench-pane').screenshot({ path: path.join(OUT, 'single-demo-bench-pane.png') });
+    assertClean();
+    await context.close();
+  });
+
+  test('folder inputs, selection, details and stack copy from file://', async () => {
+    const { page, assertClean, context } = await openPage(browser, fileAllowlist);
+    await page.goto(SINGLE_URL);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', path.join(MIX, 'npu'));
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', path.join(MIX, 'bench'));
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#mapping-file', path.join(MIX, 'layer_mapping.yaml'));
+    await waitLoad(page, n);
+    assertRef(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    n = await loads(page);
+    await page.selectOption('#step-select', '1');
+    await waitLoad(page, n);
+    assertRef(await resultSummary(page), 'qwen_mix_statistics', 'map', 1, 0);
+    // Outline classes equal the result on the bench side too.
+    const exp = await expectedClasses(page);
+    const o = await readOutline(page, 'bench');
+    for (const [i, row] of o.rows) assert.equal(row.precision, exp.bench[i], `bench node ${i}`);
+    await page.click('#bench-pane [data-act="collapse-all"]');
+    // Select on the Bench side: the NPU counterpart is revealed and selected.
+    const name = 'Module.module.model.layers.0.self_attn.o_proj.Linear.forward.0';
+    const b = await indexOf(page, 'bench', name);
+    await page.evaluate((i) => window.__probelens.select('bench', i), b);
+    await page.locator(`#bench-node-${b}`).click();
+    const peer = await page.evaluate((i) => window.__probelens.lastResult.bench.matched[i], b);
+    assert.ok(peer >= 0);
+    assert.equal(await page.locator(`#npu-node-${peer}`).getAttribute('aria-selected'), 'true');
+    await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="bench"]').length > 0);
+    await page.screenshot({ path: path.join(OUT, 'single-selected-page.png') });
+    await page.click('#tab-stack');
+    await page.click('#details-stack button[data-copy="bench"]');
+    await page.waitForFunction(() => document.querySelector('#details-stack button[data-copy="bench"]').textContent === 'Copied');
+    assertClean();
+    await context.close();
+  });
+});
