@@ -428,14 +428,25 @@ export function startApp(host) {
       li.append(sw, t);
       ul.append(li);
     });
+    /** @type {Map<string, [number, number]>} overflow level → [NPU count, Bench count] */
     const ov = new Map();
-    for (const g of [result.npu, result.bench]) {
-      if (!g) continue;
-      for (const o of g.overflow) if (o) ov.set(o, (ov.get(o) ?? 0) + 1);
-    }
-    for (const [level, n] of ov) {
+    [result.npu, result.bench].forEach((g, k) => {
+      if (!g) return;
+      for (const o of g.overflow) {
+        if (!o) continue;
+        const c = ov.get(o) ?? [0, 0];
+        c[k]++;
+        ov.set(o, c);
+      }
+    });
+    for (const level of ['medium', 'high', 'critical', ...[...ov.keys()].filter((l) => !(l in OVERFLOW_COLORS))]) {
+      const counts = ov.get(level);
+      if (!counts) continue;
+      const n = result.bench ? `${counts[0]} / ${counts[1]}` : String(counts[0]);
       const li = document.createElement('li');
       li.dataset.overflow = level;
+      li.dataset.count = String(counts[0]);
+      li.title = result.bench ? `overflow ${level}: ${counts[0]} NPU nodes, ${counts[1]} Bench nodes` : `overflow ${level}`;
       const sw = document.createElement('span');
       sw.className = 'sw ov';
       sw.style.background = OVERFLOW_COLORS[level] ?? '#888';
@@ -549,7 +560,8 @@ export function startApp(host) {
       }
       const pair = await client.request({ type: 'nodePair', side, index: i });
       if (seq !== S.detailSeq) return;
-      details.show(pair, side, S.result?.toolTip ?? null);
+      const build = !S.result?.bench;
+      details.show(pair, side, S.result?.toolTip ?? null, build ? (S.buildSide === 'npu' ? 'NPU' : 'Bench') : null);
     } catch (e) {
       if (seq !== S.detailSeq || (e instanceof CoreError && e.cancelled)) return;
       details.clear(`Could not read the node: ${e instanceof Error ? e.message : String(e)}`);
@@ -596,13 +608,15 @@ export function startApp(host) {
     });
     for (const zone of [$(`${side}-card`), $(`${side}-pane`)]) installDrop(zone, side);
   }
-  $('bench-clear').addEventListener('click', () => {
-    if (!S.sources.bench) return;
-    S.sources.bench = null;
-    showSource('bench');
-    setError('bench');
-    load(['bench']);
-  });
+  for (const side of SIDES) {
+    $(`${side}-clear`).addEventListener('click', () => {
+      if (!S.sources[side]) return;
+      S.sources[side] = null;
+      showSource(side);
+      setError(side);
+      load([side]);
+    });
+  }
 
   /** @param {Side} side @param {Source} src */
   function setSource(side, src) {

@@ -4,7 +4,7 @@
 /** @typedef {import('./protocol.js').NodeDetail} NodeDetail */
 
 /** Column order: identity first, statistics, then whatever else the core has, verdict last. */
-const FIRST = ['dtype', 'shape', 'Max', 'Min', 'Mean', 'Norm', 'md5'];
+const FIRST = ['type', 'dtype', 'shape', 'value', 'Max', 'Min', 'Mean', 'Norm', 'md5'];
 const LAST = ['Result', 'Err_message'];
 /** Fields that say nothing to a reader of the table. */
 const HIDDEN = new Set(['data_name', 'isBench', 'isMatched']);
@@ -105,22 +105,25 @@ export class DetailsPanel {
    * @param {{npu: NodeDetail | null, bench: NodeDetail | null}} pair
    * @param {import('./protocol.js').Side} primary the side the user selected on
    * @param {Record<string, string> | null} toolTip metric explanations
+   * @param {string | null} [buildLabel] for a build graph (one side only): that side's name
    */
-  show(pair, primary, toolTip) {
+  show(pair, primary, toolTip, buildLabel = null) {
     const { npu, bench } = pair;
     const main = primary === 'npu' ? npu : bench;
     this.root.dataset.node = main?.name ?? '';
     this.titleEl.replaceChildren();
-    const t1 = h('span', 'dname');
-    t1.append(h('b', '', 'NPU: '), document.createTextNode(npu?.name ?? '(no counterpart)'));
-    const t2 = h('span', 'dname');
-    t2.append(h('b', '', 'Bench: '), document.createTextNode(bench?.name ?? '(no counterpart)'));
-    this.titleEl.append(t1, t2);
+    /** @type {[string, NodeDetail | null][]} */
+    const sides = buildLabel ? [[buildLabel, main]] : [['NPU', npu], ['Bench', bench]];
+    for (const [label, d] of sides) {
+      const t = h('span', 'dname');
+      t.append(h('b', '', `${label}: `), document.createTextNode(d?.name ?? '(no counterpart)'));
+      this.titleEl.append(t);
+    }
     const pi = npu?.precisionIndex ?? main?.precisionIndex;
     if (pi !== null && pi !== undefined) this.titleEl.append(h('span', 'dmeta', `precision index ${pi}`));
     if (main?.overflowLevel) this.titleEl.append(h('span', 'dmeta ov', `overflow ${main.overflowLevel}`));
-    this.renderTable(npu, bench, main, toolTip);
-    this.renderStacks(npu, bench);
+    this.renderTable(npu, bench, main, toolTip, !!buildLabel);
+    this.renderStacks(sides);
   }
 
   /**
@@ -128,8 +131,9 @@ export class DetailsPanel {
    * @param {NodeDetail | null} bench
    * @param {NodeDetail | null} main
    * @param {Record<string, string> | null} toolTip
+   * @param {boolean} single a build graph: one row per tensor, no Side column
    */
-  renderTable(npu, bench, main, toolTip) {
+  renderTable(npu, bench, main, toolTip, single) {
     const nt = tensorsOf(npu);
     const bt = tensorsOf(bench);
     /** @type {{section: string, npu: string | null, bench: string | null}[]} */
@@ -165,7 +169,8 @@ export class DetailsPanel {
     const table = h('table', 'dtable');
     const thead = h('thead');
     const hr = h('tr');
-    hr.append(h('th', '', 'Tensor'), h('th', '', 'Side'));
+    hr.append(h('th', '', 'Tensor'));
+    if (!single) hr.append(h('th', '', 'Side'));
     for (const c of cols) {
       const th = h('th', '', c);
       th.setAttribute('scope', 'col');
@@ -181,7 +186,7 @@ export class DetailsPanel {
         section = r.section;
         const sr = h('tr', 'dsection');
         const td = /** @type {HTMLTableCellElement} */ (h('td', '', section));
-        td.colSpan = cols.length + 2;
+        td.colSpan = cols.length + (single ? 1 : 2);
         sr.append(td);
         tbody.append(sr);
       }
@@ -189,13 +194,16 @@ export class DetailsPanel {
         ['NPU', r.npu, nt],
         ['Bench', r.bench, bt],
       ])) {
+        // No row for a side that has no tensor here and no counterpart node at all.
+        if (!key && (single || !(sideName === 'NPU' ? npu : bench))) continue;
         const tr = h('tr', sideName === 'NPU' ? 'drow-npu' : 'drow-bench');
         tr.dataset.section = r.section;
         tr.dataset.side = sideName.toLowerCase();
         const fields = new Map(key ? map.get(key) ?? [] : []);
         const nameTd = h('td', 'dkey', key ? shortKey(key) : '—');
         if (key) nameTd.title = key;
-        tr.append(nameTd, h('td', 'dside', sideName));
+        tr.append(nameTd);
+        if (!single) tr.append(h('td', 'dside', sideName));
         for (const c of cols) {
           const v = fields.get(c);
           const td = h('td', '', v ?? '');
@@ -212,13 +220,10 @@ export class DetailsPanel {
     this.compareEl.replaceChildren(wrap);
   }
 
-  /** @param {NodeDetail | null} npu @param {NodeDetail | null} bench */
-  renderStacks(npu, bench) {
+  /** @param {[string, NodeDetail | null][]} sides */
+  renderStacks(sides) {
     const grid = h('div', 'stacks');
-    for (const [label, d] of /** @type {[string, NodeDetail | null][]} */ ([
-      ['NPU', npu],
-      ['Bench', bench],
-    ])) {
+    for (const [label, d] of sides) {
       const col = h('div', 'stack-col');
       const head = h('div', 'stack-head');
       const title = h('span', '', `${label}: ${d ? d.name : '(no counterpart)'}`);

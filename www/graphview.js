@@ -284,11 +284,17 @@ export class GraphView {
       } else ctx.strokeRect(sx + 0.5, sy + 0.5, sw - 1, sh - 1);
       ctx.setLineDash([]);
     }
-    // Overflow marker: a coloured band on the left edge.
+    // Overflow marker: a coloured frame and a band on the left edge.
     const ov = m.g.overflow[i];
     if (ov) {
-      ctx.fillStyle = OVERFLOW_COLORS[ov] ?? '#8888ff';
-      ctx.fillRect(sx, sy, Math.max(3, 4 * s), hh);
+      const c = OVERFLOW_COLORS[ov] ?? '#8888ff';
+      ctx.fillStyle = c;
+      ctx.fillRect(sx, sy, Math.max(3, 6 * s), hh);
+      if (sw > 6 && sh > 6) {
+        ctx.strokeStyle = c;
+        ctx.lineWidth = Math.max(1.5, 2 * s);
+        ctx.strokeRect(sx + 1, sy + 1, sw - 2, sh - 2);
+      }
     }
     // Label (skipped when too small to read).
     const fontPx = L.fontPx * s;

@@ -236,6 +236,31 @@ describe('served site', () => {
     await context.close();
   });
 
+  test('overflow check (-oc) marks nodes in the legend, outline and canvas', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    const n = await loads(page);
+    await page.check('#opt-oc');
+    await waitLoad(page, n);
+    const ov = await page.evaluate(() => {
+      const g = window.__probelens.lastResult.npu;
+      const idx = [];
+      g.overflow.forEach((o, i) => o && idx.push([i, o]));
+      return idx;
+    });
+    assert.ok(ov.length > 0, 'the demo has overflow nodes with -oc');
+    const high = ov.filter(([, o]) => o === 'high').length;
+    assert.equal(await page.locator('#legend li[data-overflow="high"]').getAttribute('data-count'), String(high));
+    const [i, level] = ov[0];
+    await page.evaluate((i) => window.__probelens.select('npu', i), i);
+    await expect(page.locator(`#npu-node-${i} .obadge`), 'textContent', level);
+    assert.equal(await page.locator('#details-title .ov').textContent(), `overflow ${level}`);
+    await page.locator('#npu-pane').screenshot({ path: path.join(OUT, 'served-overflow-npu-pane.png') });
+    assertClean();
+    await context.close();
+  });
+
   test('whole npu/bench roots (steps tree) show step selectors', async () => {
     const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
     await page.goto(server.url);
