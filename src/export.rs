@@ -85,6 +85,19 @@ pub fn stack_json(d: &RankDump, s: Stack) -> String {
     }
 }
 
+/// Identity of a stack value in its store (equal keys print equal JSON).
+fn stack_key(s: Stack) -> Option<(u8, u32, u32)> {
+    use crate::json::Val;
+    match s {
+        Stack::Empty => Some((0, 0, 0)),
+        Stack::NoForward => Some((1, 0, 0)),
+        Stack::Val(Val::List { start, len }) => Some((2, start, len)),
+        Stack::Val(Val::Obj { start, len }) => Some((3, start, len)),
+        Stack::Val(Val::Str(r)) => Some((4, r.off, r.len)),
+        Stack::Val(_) => None,
+    }
+}
+
 /// The stack lines of a node, for views.
 pub fn stack_lines(d: &RankDump, s: Stack) -> Vec<String> {
     match s {
@@ -151,9 +164,21 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
     let mut stacks: HashMap<String, String> = HashMap::new();
     let mut stack_order: Vec<String> = Vec::new();
     let mut dist = Vec::new();
+    let mut stack_text: HashMap<(u8, u32, u32), String> = HashMap::new();
     for (order, id) in g.post_order().into_iter().enumerate() {
         let n = g.node(id);
-        let st = stack_json(x.dump, n.stack);
+        // Many nodes share one stack value (stack.json groups them): format each value once.
+        let key = stack_key(n.stack);
+        let st = match key.and_then(|k| stack_text.get(&k)) {
+            Some(t) => t.clone(),
+            None => {
+                let t = stack_json(x.dump, n.stack);
+                if let Some(k) = key {
+                    stack_text.insert(k, t.clone());
+                }
+                t
+            }
+        };
         let stack_id = match stacks.get(&st) {
             Some(s) => s.clone(),
             None => {

@@ -721,8 +721,12 @@ pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &
             continue;
         }
         let s = if let Some(text) = v.as_str(store) {
-            let t = text.replace('\'', "").replace("None", "null");
-            format_decimal_string(&t)
+            if text.contains('\'') || text.contains("None") {
+                let t = text.replace('\'', "").replace("None", "null");
+                format_decimal_string(&t)
+            } else {
+                format_decimal_string(text)
+            }
         } else if v.is_none() {
             "null".to_string()
         } else if key == k::ERROR_KEY {

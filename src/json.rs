@@ -411,6 +411,7 @@ impl<'a> Reader<'a> {
             Some(b'{') => {
                 self.pos += 1;
                 let base = self.stack_pairs.len();
+                let mut seen: Option<HashMap<KeyId, usize>> = None;
                 if self.peek() == Some(b'}') {
                     self.pos += 1;
                 } else {
@@ -419,13 +420,38 @@ impl<'a> Reader<'a> {
                             let here = self.describe_here();
                             return self.err(format!("expected a string key, found {here}"));
                         }
-                        let k = self.read_str()?.to_owned();
-                        let k = store.intern_key(&k);
+                        let k = self.read_str()?;
+                        let k = match store.find_key(k) {
+                            Some(id) => id,
+                            None => {
+                                let owned = k.to_owned();
+                                store.intern_key(&owned)
+                            }
+                        };
                         self.expect(b':')?;
                         let v = self.value(store, depth + 1)?;
-                        if let Some(slot) = self.stack_pairs[base..].iter_mut().find(|p| p.0 == k) {
-                            slot.1 = v;
+                        // Duplicate keys: a scan while the object is small, a hash index once it
+                        // is large (construct.json has one key per node).
+                        let n = self.stack_pairs.len() - base;
+                        if n == 32 && seen.is_none() {
+                            seen = Some(
+                                self.stack_pairs[base..]
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, p)| (p.0, i))
+                                    .collect(),
+                            );
+                        }
+                        let dup = match &seen {
+                            Some(m) => m.get(&k).copied(),
+                            None => self.stack_pairs[base..].iter().position(|p| p.0 == k),
+                        };
+                        if let Some(i) = dup {
+                            self.stack_pairs[base + i].1 = v;
                         } else {
+                            if let Some(m) = &mut seen {
+                                m.insert(k, n);
+                            }
                             self.stack_pairs.push((k, v));
                         }
                         if !self.comma_or_close(b'}')? {

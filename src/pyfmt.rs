@@ -20,7 +20,6 @@ pub fn float_repr(x: f64) -> String {
             "0.0".into()
         };
     }
-    // Rust's `{:e}` gives the shortest round-trip digits, as Python's repr does.
     // Rust's `{:e}` finds the shortest digit count that round-trips, but on an exact tie it may
     // round the last digit up; Python (David Gay's dtoa) picks the correctly rounded string of
     // that length, ties to even. Re-format with exactly that many digits to get it.
@@ -31,9 +30,13 @@ pub fn float_repr(x: f64) -> String {
         .unwrap_or(1);
     // The correctly rounded string can fail to round-trip next to a power of two (the gap below
     // is half the gap above); then the shortest one Rust found is the only candidate.
-    let rounded = format!("{:.*e}", n_digits.saturating_sub(1), x);
-    let e = if rounded.parse::<f64>() == Ok(x) {
-        rounded
+    let e = if tie_possible(x, n_digits) {
+        let rounded = format!("{:.*e}", n_digits.saturating_sub(1), x);
+        if rounded.parse::<f64>() == Ok(x) {
+            rounded
+        } else {
+            shortest
+        }
     } else {
         shortest
     };
@@ -74,6 +77,45 @@ pub fn float_repr(x: f64) -> String {
         }
     }
     out
+}
+
+/// Whether two `n`-digit strings can be equally near `x`: only when the exact decimal value of
+/// `x` has exactly `n + 1` significant digits (its last one then is a 5).
+fn tie_possible(x: f64, n: usize) -> bool {
+    let bits = x.abs().to_bits();
+    let exp_bits = ((bits >> 52) & 0x7ff) as i64;
+    let frac = bits & ((1u64 << 52) - 1);
+    let (mut m, mut e) = if exp_bits == 0 {
+        (frac, -1074)
+    } else {
+        (frac | (1u64 << 52), exp_bits - 1075)
+    };
+    if m == 0 {
+        return false;
+    }
+    let tz = m.trailing_zeros();
+    m >>= tz;
+    e += tz as i64;
+    let exact: u128 = if e >= 0 {
+        if e > 11 {
+            // Integers this large have more than 17 digits or end in 0s: be safe and check.
+            return true;
+        }
+        (m as u128) << e
+    } else {
+        let k = -e;
+        if k > 32 {
+            return false;
+        }
+        (m as u128) * 5u128.pow(k as u32)
+    };
+    let mut digits = 0;
+    let mut v = exact;
+    while v > 0 {
+        digits += 1;
+        v /= 10;
+    }
+    digits == n + 1
 }
 
 /// `repr(s)` of a Python str.
@@ -158,24 +200,39 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
 /// Appends `s` as a JSON string literal the way `json.dumps` (ensure_ascii) writes it.
 pub fn json_str(s: &str, out: &mut String) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            c => {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        // Printable ASCII except '"' and '\\' is copied as is, in runs.
+        if (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\' {
+            continue;
+        }
+        if b >= 0x80 && (b & 0xC0) == 0x80 {
+            // A UTF-8 continuation byte: handled with its lead byte.
+            continue;
+        }
+        out.push_str(&s[start..i]);
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                let c = s[i..].chars().next().unwrap_or('\u{FFFD}');
                 let mut buf = [0u16; 2];
                 for u in c.encode_utf16(&mut buf) {
                     let _ = write!(out, "\\u{:04x}", u);
                 }
+                start = i + c.len_utf8();
+                continue;
             }
         }
+        start = i + 1;
     }
+    out.push_str(&s[start..]);
     out.push('"');
 }
 
@@ -265,6 +322,12 @@ mod tests {
             (186.674591064453125, "186.67459106445312"),
             (-5.9604644775390625e-08, "-5.960464477539063e-08"),
             (-5.6843418860808015e-14, "-5.684341886080802e-14"),
+            (0.0078125, "0.0078125"),
+            (1.5, "1.5"),
+            (2.5, "2.5"),
+            (0.07544261962175369, "0.07544261962175369"),
+            (4.35, "4.35"),
+            (123456789012345680.0, "1.2345678901234568e+17"),
         ] {
             assert_eq!(float_repr(x), s, "{x:e}");
         }

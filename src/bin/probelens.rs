@@ -27,6 +27,7 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
   -tensor_log                accepted for compatibility (real-tensor logging)
   --no-progress              no progress bar
   --timing                   print stage timings to stderr
+  --no-db                    compare only: build and compare every pair, write nothing
 
 Other commands:
   probelens version";
@@ -41,6 +42,7 @@ struct Args {
     progress_log: bool,
     no_progress: bool,
     timing: bool,
+    no_db: bool,
 }
 
 fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
@@ -48,8 +50,8 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
     let mut golden = None;
     let mut output = None;
     let mut lm = None;
-    let (mut fuzzy, mut overflow, mut progress_log, mut no_progress, mut timing) =
-        (false, false, false, false, false);
+    let (mut fuzzy, mut overflow, mut progress_log, mut no_progress, mut timing, mut no_db) =
+        (false, false, false, false, false, false);
     let mut i = 0;
     let value = |i: &mut usize, flag: &str| -> std::result::Result<PathBuf, String> {
         *i += 1;
@@ -102,6 +104,7 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
             "-tensor_log" | "--is_print_compare_log" => {}
             "--no-progress" => no_progress = true,
             "--timing" => timing = true,
+            "--no-db" => no_db = true,
             "--rank_size" | "--tp" | "--pp" | "--vpp" | "--order" | "--file_type" => {
                 return Err(format!(
                     "argument {flag}: parallel merge is not supported yet"
@@ -122,6 +125,7 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
         progress_log,
         no_progress,
         timing,
+        no_db,
     })
 }
 
@@ -385,6 +389,9 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         fuzzy: a.fuzzy,
         overflow_check: a.overflow,
     };
+    if a.no_db {
+        return compare_only(a, &npu, bench.as_ref(), &plan, &opts, t0);
+    }
     std::fs::create_dir_all(&a.output).map_err(|e| {
         Error::input(
             a.output.display().to_string(),
@@ -396,7 +403,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let tmp_path = db_path.with_extension("db.part");
     let _ = std::fs::remove_file(&tmp_path);
     let mut conn = Connection::open(&tmp_path).map_err(|e| db_err(&db_path, e))?;
-    conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+    conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-262144; PRAGMA temp_store=MEMORY;")
         .map_err(|e| db_err(&db_path, e))?;
     for sql in [NODES_SQL, STACK_SQL, CONFIG_SQL] {
         conn.execute_batch(sql).map_err(|e| db_err(&db_path, e))?;
@@ -554,6 +561,61 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     Ok(db_path)
 }
 
+/// `--no-db`: builds and compares every pair and prints counts; writes nothing.
+fn compare_only(
+    a: &Args,
+    npu: &FsFiles,
+    bench: Option<&FsFiles>,
+    plan: &Plan,
+    opts: &RunOptions,
+    t0: Instant,
+) -> Result<PathBuf> {
+    for pair in &plan.pairs {
+        let tp = Instant::now();
+        let nd = run::load_rank(npu, &pair.npu_dir)?;
+        let bd = match (bench, &pair.bench_dir) {
+            (Some(b), Some(d)) => Some(run::load_rank(b, d)?),
+            _ => None,
+        };
+        let t_parse = tp.elapsed();
+        let res = run::run_pair(nd, bd, opts)?;
+        for d in &res.diagnostics {
+            eprintln!("probelens: {d}");
+        }
+        let g = &res.npu.graph;
+        let reachable = g.pre_order();
+        let matched = reachable
+            .iter()
+            .filter(|id| g.node(**id).partner.is_some())
+            .count();
+        let errors = reachable
+            .iter()
+            .filter(|id| g.node(**id).precision.is_some_and(|p| p.0 >= 1.0))
+            .count();
+        println!(
+            "step {} rank {}: NPU {} nodes, {} matched, {} errors",
+            pair.step,
+            pair.rank,
+            reachable.len(),
+            matched,
+            errors
+        );
+        if a.timing {
+            eprintln!(
+                "probelens: step {} rank {}: parse {:.3}s, build+compare {:.3}s",
+                pair.step,
+                pair.rank,
+                t_parse.as_secs_f64(),
+                (tp.elapsed() - t_parse).as_secs_f64()
+            );
+        }
+    }
+    if a.timing {
+        eprintln!("probelens: total {:.3}s", t0.elapsed().as_secs_f64());
+    }
+    Ok(PathBuf::new())
+}
+
 fn push_dist(
     dist: &mut Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)>,
     source: &'static str,
@@ -579,7 +641,9 @@ fn main() {
         Some("graph_visualize") => match parse_args(&argv[1..]) {
             Ok(a) => match graph_visualize(&a) {
                 Ok(p) => {
-                    println!("probelens: wrote {}", p.display());
+                    if !p.as_os_str().is_empty() {
+                        println!("probelens: wrote {}", p.display());
+                    }
                     0
                 }
                 Err(e) => {
