@@ -27,6 +27,7 @@ export class GraphView {
     this.selected = -1;
     this.peer = -1;
     this.dirty = false;
+    this.fontPx = /** @type {number} */ (L.fontPx);
     this.cssW = 0;
     this.cssH = 0;
     this.dpr = 1;
@@ -218,6 +219,9 @@ export class GraphView {
     }
     m.layout(0);
     ctx.textBaseline = 'middle';
+    // One font per frame, its size quantised to 0.25 px so glyph caches are reused while zooming.
+    this.fontPx = Math.round(L.fontPx * this.scale * 4) / 4;
+    ctx.font = `${this.fontPx}px system-ui, sans-serif`;
     this.drawNode(m, 0, 0, 0);
     // Selection outlines on top.
     for (const [idx, color, dash] of /** @type {[number, string, number[]][]} */ ([
@@ -296,24 +300,22 @@ export class GraphView {
         ctx.strokeRect(sx + 1, sy + 1, sw - 2, sh - 2);
       }
     }
-    // Label (skipped when too small to read).
-    const fontPx = L.fontPx * s;
-    if (fontPx >= 5 && hh >= 7) {
+    // Label (skipped when too small to read). The label was truncated to the box at layout time;
+    // fillText's maxWidth absorbs font hinting differences, so no clipping is needed.
+    if (this.fontPx >= 5 && hh >= 7) {
       const text = m.drawnLabel[i] ?? m.label(i);
-      ctx.fillStyle = '#1d1f24';
-      ctx.font = `${fontPx.toFixed(2)}px system-ui, sans-serif`;
+      const plus = m.hasChildren(i) ? 12 * s : 0;
       // Keep the label of a box that starts left of the view readable (sticky at the left edge).
       const tx = Math.max(sx + L.textPad * s, Math.min(4, sx + sw - 40));
-      ctx.save();
-      ctx.beginPath();
-      ctx.rect(sx, sy, sw, hh);
-      ctx.clip();
-      ctx.fillText(text, tx, sy + hh / 2);
-      if (m.hasChildren(i)) {
+      const maxW = sx + sw - tx - plus - 3 * s;
+      if (maxW > 4) {
+        ctx.fillStyle = '#1d1f24';
+        ctx.fillText(text, tx, sy + hh / 2, maxW);
+      }
+      if (plus) {
         ctx.fillStyle = '#555';
         ctx.fillText(open ? '−' : '+', sx + sw - 11 * s, sy + hh / 2);
       }
-      ctx.restore();
     }
     if (!open) return;
     // Children, culled by rows: children are ordered by ry, skip those above the view.
