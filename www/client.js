@@ -100,7 +100,16 @@ export class CoreClient {
     }
     this.pending.delete(msg.id);
     if (msg.type === 'result') p.resolve(msg.value);
-    else p.reject(new CoreError(msg.message, { side: msg.side, path: msg.path, stage: msg.stage }));
+    else {
+      if (msg.fatal && this.worker) {
+        // The core trapped: drop this worker; the next request starts a fresh one.
+        this.worker.terminate();
+        this.worker = null;
+        this.ready = null;
+        this.failAll(new CoreError(msg.message, { stage: msg.stage }));
+      }
+      p.reject(new CoreError(msg.message, { side: msg.side, path: msg.path, stage: msg.stage }));
+    }
   }
 
   /**

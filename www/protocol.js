@@ -119,7 +119,8 @@
 /**
  * Responses (worker → page).
  * @typedef {{id: number, type: 'progress', stage: string, done?: number, total?: number}} ProgressResponse
- * @typedef {{id: number, type: 'error', message: string, side?: Side, path?: string, stage?: string}} ErrorResponse
+ * @typedef {{id: number, type: 'error', message: string, side?: Side, path?: string, stage?: string, fatal?: boolean}} ErrorResponse
+ *   `fatal`: the core trapped (a Rust panic); the worker refuses further work and must be replaced.
  * @typedef {{id: number, type: 'result', value?: any}} ResultResponse
  *   `value` per request: init → `{version: string}`; fileChunk → `{done: boolean}`;
  *   layout → `{npu: Layout | null, bench: Layout | null}`; run → {@link RunResult};

@@ -202,7 +202,10 @@ scope.onmessage = (/** @type {MessageEvent} */ e) => {
       }
       /** @type {import('./protocol.js').ErrorResponse} */
       const msg = { id: req.id, type: 'error', message: messageOf(err) };
-      if (aborted) msg.message = `${msg.message} (${aborted})`;
+      if (aborted) {
+        msg.message = `${msg.message} (${aborted})`;
+        msg.fatal = true;
+      }
       if ('side' in req) msg.side = req.side;
       if ('path' in req) msg.path = req.path;
       msg.stage = req.type;

@@ -150,6 +150,17 @@ describe('served site', () => {
     assert.ok(peer >= 0, 'the forward module is matched');
     await expect(page.locator(`#bench-node-${peer}`), 'aria-expanded', 'true');
     await expect(page.locator(`#bench-node-${peer}`), 'aria-selected', 'true');
+    // Arrow keys move the selection through the visible rows; Enter toggles.
+    await page.keyboard.press('ArrowDown');
+    const firstChild = await page.evaluate((i) => window.__probelens.lastResult.npu.parent.indexOf(i), fwd);
+    await expect(page.locator(`#npu-node-${firstChild}`), 'aria-selected', 'true');
+    await page.keyboard.press('ArrowUp');
+    await expect(row, 'aria-selected', 'true');
+    await page.keyboard.press('Enter');
+    await expect(row, 'aria-expanded', 'false');
+    await page.keyboard.press('Enter');
+    await expect(row, 'aria-expanded', 'true');
+    assert.equal(await page.locator('#npu-outline').getAttribute('aria-activedescendant'), `npu-node-${fwd}`);
     // Double-click on the canvas box collapses it again.
     const pos = await page.evaluate((i) => {
       const v = window.__probelens.views.npu;
@@ -257,6 +268,45 @@ describe('served site', () => {
     await expect(page.locator(`#npu-node-${i} .obadge`), 'textContent', level);
     assert.equal(await page.locator('#details-title .ov').textContent(), `overflow ${level}`);
     await page.locator('#npu-pane').screenshot({ path: path.join(OUT, 'served-overflow-npu-pane.png') });
+    assertClean();
+    await context.close();
+  });
+
+  test('a dropped folder is walked through its directory entries (loader.js)', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    // Headless drops cannot carry directories, so feed filesFromDrop a DataTransfer-like object whose
+    // items return FileSystemEntry look-alikes (readEntries answers in batches, as browsers do).
+    const got = await page.evaluate(async () => {
+      const { filesFromDrop } = await import('./loader.js');
+      const file = (fullPath, text) => ({
+        isFile: true, isDirectory: false, name: fullPath.split('/').pop(), fullPath,
+        file: (ok) => ok(new File([text], fullPath.split('/').pop())),
+      });
+      const dir = (fullPath, children) => ({
+        isFile: false, isDirectory: true, name: fullPath.split('/').pop(), fullPath,
+        createReader: () => {
+          let pos = 0;
+          return { readEntries: (ok) => { const batch = children.slice(pos, pos + 2); pos += batch.length; setTimeout(() => ok(batch)); } };
+        },
+      });
+      const root = dir('/npu', [
+        dir('/npu/step0', [
+          dir('/npu/step0/rank1', [file('/npu/step0/rank1/dump.json', '{}'), file('/npu/step0/rank1/construct.json', '{}')]),
+          dir('/npu/step0/rank0', [file('/npu/step0/rank0/stack.json', '{}'), file('/npu/step0/rank0/dump.json', '{}'),
+            file('/npu/step0/rank0/construct.json', '{}'), file('/npu/step0/rank0/tensor.npy', 'x'), file('/npu/step0/rank0/.hidden.json', '{}')]),
+        ]),
+      ]);
+      const dt = { items: [{ kind: 'file', webkitGetAsEntry: () => root, getAsFile: () => null }], files: [] };
+      const r = await filesFromDrop(dt);
+      return { root: r.rootName, paths: r.files.map((f) => f.path) };
+    });
+    assert.equal(got.root, 'npu');
+    assert.deepEqual(got.paths, [
+      'step0/rank0/construct.json', 'step0/rank0/dump.json', 'step0/rank0/stack.json',
+      'step0/rank1/construct.json', 'step0/rank1/dump.json',
+    ]);
     assertClean();
     await context.close();
   });
