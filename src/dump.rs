@@ -491,50 +491,22 @@ impl RankDump {
     }
 }
 
-/// msprobe's `md5_find` over one entry.
+/// msprobe's `md5_find` over one entry: a top-level list element with an `md5` key, or a
+/// top-level dict value with one.
 fn md5_find(store: &Store, entry: Val) -> bool {
-    for (_, v) in store.obj(entry) {
-        match v {
-            Val::List { .. } => {
-                for d in store.list(*v) {
-                    match d {
-                        Val::Obj { .. } => {
-                            if store.get(*d, "md5").is_some() {
-                                return true;
-                            }
-                        }
-                        Val::List { .. } => {
-                            if store
-                                .list(*d)
-                                .iter()
-                                .any(|x| store.as_str(*x) == Some("md5"))
-                            {
-                                return true;
-                            }
-                        }
-                        Val::Str(r) => {
-                            if store.str(*r).contains("md5") {
-                                return true;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            Val::Obj { .. } => {
-                if store.get(*v, "md5").is_some() {
-                    return true;
-                }
-            }
-            Val::Str(r) => {
-                if store.str(*r).contains("md5") {
-                    return true;
-                }
-            }
-            _ => {}
-        }
-    }
-    false
+    let has_md5 = |d: &Val| match d {
+        Val::Obj { .. } => store.get(*d, "md5").is_some(),
+        Val::List { .. } => store
+            .list(*d)
+            .iter()
+            .any(|x| store.as_str(*x) == Some("md5")),
+        Val::Str(r) => store.str(*r).contains("md5"),
+        _ => false,
+    };
+    store.obj(entry).iter().any(|(_, v)| match v {
+        Val::List { .. } => store.list(*v).iter().any(has_md5),
+        other => has_md5(other) && !matches!(other, Val::List { .. }),
+    })
 }
 
 /// `detect_framework_by_dump_json` for a file without a usable `framework` key: the first line

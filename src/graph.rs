@@ -446,7 +446,7 @@ impl Builder<'_> {
         if sub_prefix != up_prefix {
             let fwd_sub = bwd_to_fwd(sub);
             if let Some(fwd_up) = self.construct_get(&fwd_sub) {
-                let Some(fwd_up) = fwd_up else { return None };
+                let fwd_up = fwd_up?;
                 let new_up = fwd_to_bwd(fwd_up);
                 if self.in_construct(&new_up) {
                     return Some(new_up);

@@ -463,22 +463,16 @@ fn op_item_parse(
 fn np_shape_str(store: &Store, v: Val) -> String {
     let mut dims = Vec::new();
     let mut cur = v;
-    loop {
-        match cur {
-            Val::List { .. } => {
-                let l = store.list(cur);
-                dims.push(l.len());
-                // Only descend while every element is a list of the same length (rectangular).
-                let Some(first) = l.first() else { break };
-                if let Val::List { len, .. } = first {
-                    if l.iter()
-                        .all(|x| matches!(x, Val::List { len: n, .. } if n == len))
-                    {
-                        cur = *first;
-                        continue;
-                    }
-                }
-                break;
+    while let Val::List { .. } = cur {
+        let l = store.list(cur);
+        dims.push(l.len());
+        // Descend only while every element is a list of the same length (rectangular).
+        match l.first() {
+            Some(first @ Val::List { len, .. })
+                if l.iter()
+                    .all(|x| matches!(x, Val::List { len: n, .. } if n == len)) =>
+            {
+                cur = *first;
             }
             _ => break,
         }

@@ -137,7 +137,7 @@ impl LayerMapping {
                 });
             }
             for rules in slot.values_mut() {
-                rules.sort_by(|a, b| b.level.cmp(&a.level));
+                rules.sort_by_key(|r| std::cmp::Reverse(r.level));
             }
         }
         Ok(out)

@@ -300,6 +300,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::excessive_precision)]
     fn floats_like_python() {
         for (x, s) in [
             (1.0, "1.0"),

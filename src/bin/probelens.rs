@@ -32,6 +32,9 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
 Other commands:
   probelens version";
 
+/// Distributed nodes per (data source, step), then per rank.
+type DistBySource = Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)>;
+
 struct Args {
     target: PathBuf,
     golden: Option<PathBuf>,
@@ -324,11 +327,7 @@ struct Progress {
 
 impl Progress {
     fn update(&self, done: usize, what: &str) {
-        let pct = if self.total == 0 {
-            100
-        } else {
-            done * 100 / self.total
-        };
+        let pct = (done * 100).checked_div(self.total).unwrap_or(100);
         if self.log {
             println!("PROGRESS: {{\"current_progress\": {pct}, \"process_running\": {}, \"error_msg\": []}}", done < self.total);
         }
@@ -416,7 +415,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     };
     let mut config: Option<ConfigRow> = None;
     // (data_source, step) -> ranks -> distributed nodes
-    let mut dist: Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)> = Vec::new();
+    let mut dist: DistBySource = Vec::new();
     let tx = conn.transaction().map_err(|e| db_err(&db_path, e))?;
     {
         let mut sink = DbSink {
@@ -617,7 +616,7 @@ fn compare_only(
 }
 
 fn push_dist(
-    dist: &mut Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)>,
+    dist: &mut DistBySource,
     source: &'static str,
     step: i64,
     rank: i64,
