@@ -26,7 +26,8 @@ GOAL_SPEEDUP = 60.0
 GOAL_NODB_S = 1.2
 GOAL_RSS_X = 1.0
 
-TIMING = re.compile(r"probelens: step (\d+) rank (\d+): parse ([\d.]+)s, build\+compare ([\d.]+)s, export ([\d.]+)s")
+# `--timing` lines; --no-db runs have no export stage.
+TIMING = re.compile(r"probelens: step (\d+) rank (\d+): parse ([\d.]+)s, build\+compare ([\d.]+)s(?:, export ([\d.]+)s)?")
 TOTALS = re.compile(r"probelens: indexes ([\d.]+)s, total ([\d.]+)s")
 RUNS_END = "<!-- bench:runs-end -->"
 
@@ -49,6 +50,12 @@ def wall_seconds(text):
     return secs
 
 
+def cpu_seconds(text):
+    user = re.search(r"User time \(seconds\): ([\d.]+)", text)
+    system = re.search(r"System time \(seconds\): ([\d.]+)", text)
+    return float(user.group(1)) + float(system.group(1)) if user and system else None
+
+
 def peak_rss_mb(text):
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
     return int(m.group(1)) * 1024 / 1e6 if m else None
@@ -59,11 +66,12 @@ def parse_run(work, name):
     text = read(os.path.join(work, name + ".log"))
     if text is None:
         return None
-    stages = [tuple(map(float, m.groups()[2:])) for m in TIMING.finditer(text)]
+    stages = [tuple(float(x or 0) for x in m.groups()[2:]) for m in TIMING.finditer(text)]
     totals = TOTALS.search(text)
     dbs = [int(x) for x in (read(os.path.join(work, name + ".db"), "") or "").split()]
     return {
         "wall": wall_seconds(text),
+        "cpu": cpu_seconds(text),
         "rss": peak_rss_mb(text),
         "parse": sum(s[0] for s in stages) if stages else None,
         "compare": sum(s[1] for s in stages) if stages else None,
@@ -148,6 +156,12 @@ def build_section(work, roots):
          met(None if speedup is None else speedup >= GOAL_SPEEDUP), "", "1×"),
         ("compare only (--no-db), wall", f"≤ {GOAL_NODB_S:g} s", nodb_text,
          met(None if n_wall is None else n_wall <= GOAL_NODB_S), all_runs(nodb, "wall", " s"), ""),
+        ("CPU time (user+sys) with .vis.db", "", fmt(median(full, "cpu"), " s"), "", all_runs(full, "cpu", " s"), ""),
+    ]
+    if nodb:
+        rows.append(("CPU time (user+sys) --no-db", "", fmt(median(nodb, "cpu"), " s"), "",
+                     all_runs(nodb, "cpu", " s"), ""))
+    rows += [
         ("peak RSS with .vis.db", f"≤ {GOAL_RSS_X:g}× input ({dump_mb:.0f} MB)",
          f"{fmt(rss, ' MB', 0)} = {fmt(rss / dump_mb if rss else None, '×')}",
          met(None if rss is None else rss <= GOAL_RSS_X * dump_mb), all_runs(full, "rss", " MB", 0),
@@ -172,8 +186,9 @@ def build_section(work, roots):
                          "", all_runs(nodb, "parse", " s", 3), ""))
     if ms is not None:
         ratio = ms["wall"] / e2e if (ms["wall"] and e2e) else None
-        rows.append(("msprobe, same machine and run", "", f"{fmt(ms['wall'], ' s', 1)}, {fmt(ms['rss'], ' MB', 0)}"
-                     f" (exit {ms['rc']}); probelens is {fmt(ratio, '×', 1)} faster", "", "1 run", ""))
+        rows.append(("msprobe, same machine and run", "", f"{fmt(ms['wall'], ' s', 1)} wall, {fmt(ms['cpu'], ' s', 1)} CPU, "
+                     f"{fmt(ms['rss'], ' MB', 0)} peak RSS (exit {ms['rc']}{', msprobe ' + meta['msprobe_version'] if meta.get('msprobe_version') else ''}); "
+                     f"wall ratio msprobe / probelens median = {fmt(ratio, '×', 1)}", "", "1 run", ""))
     elif ms_missing:
         rows.append(("msprobe, same machine and run", "", f"not run: msprobe {ms_missing.strip()}", "", "", ""))
     else:
@@ -187,7 +202,7 @@ def build_section(work, roots):
         f"Machine: {meta.get('cpu', '?')}, `nproc` {meta.get('nproc', '?')}, `free -g` total "
         f"{meta.get('mem_total_g', '?')} GB, Linux {meta.get('kernel', '?')}. Load average (1/5/15 min) "
         f"{meta.get('load_before', '?')} before, {meta.get('load_after', '?')} after (the 2 cores are shared).",
-        f"Build: {meta.get('probelens', '?')} at git `{meta.get('git', '?')}`, {meta.get('rustc', '?')}, "
+        f"Build: {meta.get('probelens', '?')}, {meta.get('git', '?')}; {meta.get('rustc', '?')}, "
         f"`cargo build --release`. Started {meta.get('date', '?')} {meta.get('time', '?')} UTC.",
         f"Input: dump.json {' + '.join(f'{x:.1f}' for x in per)} = {dump_mb:.1f} MB "
         f"({all_mb:.1f} MB with construct.json and stack.json; parse MB/s uses the {all_mb:.1f} MB).",

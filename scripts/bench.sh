@@ -3,7 +3,7 @@
 #
 #   1. generates the 80-layer pair with bench/gen_scale.py into bench/out/ (skipped when
 #      bench/out/.stamp says it is up to date with the generator, templates and arguments);
-#   2. cargo build --release;
+#   2. cargo build --release (BENCH_REV=<commit>: of a clean checkout of that commit);
 #   3. BENCH_RUNS (default 3) runs of the native CLI with .vis.db output and with --no-db
 #      (compare only), each under /usr/bin/time -v, with --timing for the parse stage;
 #   4. BENCH_MSPROBE=1: one `msprobe graph_visualize` run on the same pair (~3 min);
@@ -68,8 +68,24 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 # 2. build
-log "cargo build --release"
-cargo build --release --quiet
+# Default: the working tree as it is (other people's uncommitted src/ edits included; the report
+# lists them). BENCH_REV=<commit>: a clean `git archive` of that commit, built with its own
+# target dir under bench/out/, so the numbers belong to exactly one commit.
+if [ -n "${BENCH_REV:-}" ]; then
+    rev="$(git rev-parse --verify "${BENCH_REV}^{commit}")"
+    log "cargo build --release of a clean checkout of $BENCH_REV (${rev:0:12})"
+    mkdir -p "$WORK/src"
+    git archive "$rev" | tar -x -C "$WORK/src"
+    (cd "$WORK/src" && CARGO_TARGET_DIR="$ROOT/bench/out/target" cargo build --release --quiet)
+    BIN="$ROOT/bench/out/target/release/probelens"
+    built="commit ${rev:0:12} (BENCH_REV=$BENCH_REV, clean checkout)"
+else
+    log "cargo build --release (working tree)"
+    cargo build --release --quiet
+    dirty="$(git status --porcelain -- src Cargo.toml Cargo.lock build.rs 2>/dev/null | awk '{print $2}' | tr '\n' ' ')"
+    built="working tree at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    [ -z "$dirty" ] || built="$built + uncommitted changes in: ${dirty% }"
+fi
 "$BIN" version >"$WORK/version.txt" 2>&1 || echo "unknown" >"$WORK/version.txt"
 
 # ---------------------------------------------------------------------------------------------
@@ -81,7 +97,7 @@ cargo build --release --quiet
     echo "mem_total_g=$(free -g | awk '/^Mem:/ {print $2}')"
     echo "cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
     echo "kernel=$(uname -r)"
-    echo "git=$(git describe --always --dirty 2>/dev/null || echo unknown)"
+    echo "git=$built"
     echo "rustc=$(rustc --version 2>/dev/null || echo unknown)"
     echo "probelens=$(head -n1 "$WORK/version.txt")"
     echo "runs=$RUNS"
