@@ -85,6 +85,18 @@ fn js_err(e: impl std::fmt::Display) -> JsValue {
     js_sys::Error::new(&e.to_string()).into()
 }
 
+/// A JS `Error` that also says which side (`"npu"`/`"bench"`) and file it concerns.
+fn side_err(side: &str, e: &Error) -> JsValue {
+    let err = js_sys::Error::new(&e.to_string());
+    let set = |k: &str, v: &str| {
+        let _ = js_sys::Reflect::set(&err, &JsValue::from_str(k), &JsValue::from_str(v));
+    };
+    set("side", side);
+    set("file", e.file());
+    set("detail", e.message());
+    err.into()
+}
+
 #[derive(serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 struct RunOpts {
@@ -201,6 +213,24 @@ impl Session {
         Ok(())
     }
 
+    /// Parses every rank folder of one side now (without building), so a broken file is reported
+    /// while the other side is still loading. Throws an Error with `side` and `file` set.
+    pub fn check(&self, side: &str) -> std::result::Result<(), JsValue> {
+        let f = match side {
+            "npu" => &self.npu,
+            "bench" => &self.bench,
+            other => return Err(js_err(format!("unknown side '{other}'"))),
+        };
+        if f.files.is_empty() {
+            return Ok(());
+        }
+        let plan = run::plan(f, None).map_err(|e| side_err(side, &e))?;
+        for p in &plan.pairs {
+            run::load_rank(f, &p.npu_dir).map_err(|e| side_err(side, &e))?;
+        }
+        Ok(())
+    }
+
     /// Forgets the files of a side.
     #[wasm_bindgen(js_name = clearSide)]
     pub fn clear_side(&mut self, side: &str) -> std::result::Result<(), JsValue> {
@@ -268,9 +298,9 @@ impl Session {
                 ))
             })?
             .clone();
-        let nd = run::load_rank(&self.npu, &pair.npu_dir).map_err(js_err)?;
+        let nd = run::load_rank(&self.npu, &pair.npu_dir).map_err(|e| side_err("npu", &e))?;
         let bd = match &pair.bench_dir {
-            Some(d) => Some(run::load_rank(&self.bench, d).map_err(js_err)?),
+            Some(d) => Some(run::load_rank(&self.bench, d).map_err(|e| side_err("bench", &e))?),
             None => None,
         };
         let opts = RunOptions {
