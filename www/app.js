@@ -778,6 +778,29 @@ export function startApp(host) {
     panesEl.style.setProperty('--split', `${pct}%`);
   });
 
+  // Horizontal splitter between the panes and the details panel.
+  const hsplit = $('hsplit');
+  /** @param {number} px height of the details panel */
+  const setDetailsHeight = (px) => {
+    const max = window.innerHeight - 260;
+    document.body.style.setProperty('--details-h', `${Math.max(80, Math.min(max, px))}px`);
+  };
+  hsplit.addEventListener('pointerdown', (e) => {
+    hsplit.setPointerCapture(e.pointerId);
+    const move = (/** @type {PointerEvent} */ ev) => setDetailsHeight(window.innerHeight - ev.clientY);
+    const up = () => {
+      hsplit.removeEventListener('pointermove', move);
+      hsplit.removeEventListener('pointerup', up);
+    };
+    hsplit.addEventListener('pointermove', move);
+    hsplit.addEventListener('pointerup', up);
+  });
+  hsplit.addEventListener('keydown', (e) => {
+    if (e.key !== 'ArrowUp' && e.key !== 'ArrowDown') return;
+    e.preventDefault();
+    setDetailsHeight($('details').getBoundingClientRect().height + (e.key === 'ArrowUp' ? 30 : -30));
+  });
+
   // ---------------------------------------------------------------- test & debug hook
   window.__probelens = {
     lastResult: null,

@@ -305,12 +305,20 @@ export class GraphView {
     if (this.fontPx >= 5 && hh >= 7) {
       const text = m.drawnLabel[i] ?? m.label(i);
       const plus = m.hasChildren(i) ? 12 * s : 0;
-      // Keep the label of a box that starts left of the view readable (sticky at the left edge).
-      const tx = Math.max(sx + L.textPad * s, Math.min(4, sx + sw - 40));
+      const natural = sx + L.textPad * s;
+      // The header label of an open box that starts left of the view sticks to the left edge (clipped).
+      const tx = open && natural < 4 ? Math.min(4, sx + sw - 40) : natural;
       const maxW = sx + sw - tx - plus - 3 * s;
-      if (maxW > 4) {
-        ctx.fillStyle = '#1d1f24';
-        ctx.fillText(text, tx, sy + hh / 2, maxW);
+      ctx.fillStyle = '#1d1f24';
+      if (tx === natural) {
+        if (maxW > 4) ctx.fillText(text, tx, sy + hh / 2, maxW);
+      } else if (maxW > 4) {
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(tx, sy, maxW, hh);
+        ctx.clip();
+        ctx.fillText(text, tx, sy + hh / 2);
+        ctx.restore();
       }
       if (plus) {
         ctx.fillStyle = '#555';

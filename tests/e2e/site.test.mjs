@@ -234,6 +234,14 @@ describe('served site', () => {
     await page.mouse.up();
     const w1 = (await page.locator('#npu-pane').boundingBox()).width;
     assert.ok(w0 - w1 > 150, `splitter ${w0} → ${w1}`);
+    const h0 = (await page.locator('#details').boundingBox()).height;
+    const hs = await page.locator('#hsplit').boundingBox();
+    await page.mouse.move(hs.x + 300, hs.y + 2);
+    await page.mouse.down();
+    await page.mouse.move(hs.x + 300, hs.y - 100, { steps: 5 });
+    await page.mouse.up();
+    const h1 = (await page.locator('#details').boundingBox()).height;
+    assert.ok(h1 - h0 > 80, `details splitter ${h0} → ${h1}`);
     await page.locator('#npu-pane').screenshot({ path: path.join(OUT, 'served-selected-npu-pane.png') });
     await page.locator('#bench-pane').screenshot({ path: path.join(OUT, 'served-selected-bench-pane.png') });
     await page.locator('#details').screenshot({ path: path.join(OUT, 'served-details.png') });
