@@ -1,0 +1,19 @@
+/* Types of the wasm-bindgen output (www/pkg/probelens.js) for `npm run typecheck` before the wasm
+   is built; tsc prefers the generated www/pkg/probelens.d.ts when it exists (jsconfig rootDirs).
+   Keep in step with src/wasm.rs. */
+export class Session {
+  free(): void;
+  constructor();
+  static version(): string;
+  setRootName(side: string, name: string): void;
+  addFile(side: string, path: string, bytes: Uint8Array | number[]): void;
+  beginFile(side: string, path: string, total: number): void;
+  appendChunk(side: string, path: string, bytes: Uint8Array | number[]): void;
+  clearSide(side: string): void;
+  layout(): string;
+  run(options: string): string;
+  node(side: string, index: number): string;
+}
+export type SyncInitInput = BufferSource | WebAssembly.Module;
+export function initSync(module: { module: SyncInitInput } | SyncInitInput): unknown;
+export default function __wbg_init(module_or_path?: unknown): Promise<unknown>;
