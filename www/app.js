@@ -258,7 +258,9 @@ export function startApp(host) {
       if (seq !== S.loadSeq) return;
       updateSelectors(layout);
       progress(STAGES.run);
-      const result = await client.request({ type: 'run', session: 'staging', options: runOptions() });
+      const result = await client.request({ type: 'run', session: 'staging', options: runOptions() }, [], (p) => {
+        if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
+      });
       if (seq !== S.loadSeq) return;
       S.applied = { ...S.sources };
       S.layout = layout;
@@ -299,7 +301,9 @@ export function startApp(host) {
     setError('mapping');
     try {
       progress(STAGES.run);
-      const result = await client.request({ type: 'run', session: 'current', options: runOptions() });
+      const result = await client.request({ type: 'run', session: 'current', options: runOptions() }, [], (p) => {
+        if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
+      });
       if (seq !== S.loadSeq) return;
       display(result);
     } catch (e) {

@@ -141,6 +141,7 @@ export const STAGES = Object.freeze({
   readBench: 'Reading Bench files',
   layout: 'Checking folder layout',
   run: 'Building and comparing graphs',
+  convert: 'Preparing the graphs',
   render: 'Laying out',
 });
 

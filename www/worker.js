@@ -4,7 +4,7 @@
 // Bundling note (scripts/build-site.mjs): in the single-file build the import lines below are
 // replaced by the inlined wasm-bindgen glue and protocol.js, so keep them one per line.
 import init, { initSync, Session } from './pkg/probelens.js';
-import { STREAM_THRESHOLD } from './protocol.js';
+import { STREAM_THRESHOLD, STAGES } from './protocol.js';
 
 /** @typedef {import('./protocol.js').Request} Request */
 /** @typedef {import('./protocol.js').Response} Response */
@@ -147,9 +147,12 @@ async function handle(req) {
     }
     case 'run': {
       const s = need(req.session === 'staging' ? staging : current);
+      post({ id, type: 'progress', stage: STAGES.run });
       const t0 = performance.now();
-      const raw = JSON.parse(s.run(JSON.stringify(req.options)));
+      const text = s.run(JSON.stringify(req.options));
       const tRun = performance.now() - t0;
+      post({ id, type: 'progress', stage: STAGES.convert });
+      const raw = JSON.parse(text);
       const npu = toGraph(raw.npu);
       const bench = raw.bench ? toGraph(raw.bench) : null;
       if (req.session === 'staging') {
