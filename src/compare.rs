@@ -98,7 +98,7 @@ struct Ctx<'a> {
     gb: &'a mut Graph,
     db: &'a RankDump,
     mode: Mode,
-    out: Comparison,
+    out: &'a mut Comparison,
 }
 
 /// Matches and compares `gn` (NPU) against `gb` (bench), as `GraphComparator.compare`.
@@ -124,16 +124,17 @@ pub fn compare(
             }
         }
     }
+    let mut out = Comparison {
+        results: HashMap::new(),
+        diagnostics,
+    };
     let mut cx = Ctx {
         gn,
         dn,
         gb,
         db,
         mode,
-        out: Comparison {
-            results: HashMap::new(),
-            diagnostics,
-        },
+        out: &mut out,
     };
     let mut queue: VecDeque<NodeId> = VecDeque::from([ROOT]);
     while let Some(n) = queue.pop_front() {
@@ -170,7 +171,107 @@ pub fn compare(
         queue.extend(cx.gn.nodes[n as usize].children.iter().copied());
     }
     collection_index(cx.gn);
-    cx.out
+    out
+}
+
+/// Manual matching (the page's Match button): links `n` (NPU) and `b` (bench), compares them by
+/// msprobe's rules for `mode`, and with `recursive` also matches their descendants whose names
+/// correspond under the new pair (same name, or the same name with the pair's module path
+/// swapped). Every node it links is marked `modified`. Returns the NPU nodes it linked.
+#[allow(clippy::too_many_arguments)]
+pub fn manual_match(
+    gn: &mut Graph,
+    dn: &RankDump,
+    gb: &mut Graph,
+    db: &RankDump,
+    mode: Mode,
+    out: &mut Comparison,
+    n: NodeId,
+    b: NodeId,
+    recursive: bool,
+) -> Vec<NodeId> {
+    let mut cx = Ctx {
+        gn,
+        dn,
+        gb,
+        db,
+        mode,
+        out,
+    };
+    let mut linked = Vec::new();
+    let mut todo = vec![(n, b)];
+    while let Some((n, b)) = todo.pop() {
+        cx.unlink(n, true);
+        cx.unlink(b, false);
+        cx.link(n, b);
+        cx.gn.nodes[n as usize].modified = true;
+        cx.gb.nodes[b as usize].modified = true;
+        cx.compare_pair(n, b);
+        linked.push(n);
+        if !recursive {
+            continue;
+        }
+        let pn = module_path(&cx.gn.nodes[n as usize].name);
+        let pb = module_path(&cx.gb.nodes[b as usize].name);
+        let bench_children: HashMap<String, NodeId> = cx.gb.nodes[b as usize]
+            .children
+            .iter()
+            .map(|c| (cx.gb.nodes[*c as usize].name.clone(), *c))
+            .collect();
+        for c in cx.gn.nodes[n as usize].children.clone() {
+            let name = cx.gn.nodes[c as usize].name.clone();
+            let swapped = match (&pn, &pb) {
+                (Some(a), Some(z)) if name.starts_with(a.as_str()) => {
+                    Some(format!("{z}{}", &name[a.len()..]))
+                }
+                _ => None,
+            };
+            let hit = bench_children
+                .get(&name)
+                .or_else(|| swapped.as_ref().and_then(|s| bench_children.get(s)));
+            if let Some(&bc) = hit {
+                todo.push((c, bc));
+            }
+        }
+    }
+    collection_index(cx.gn);
+    linked
+}
+
+/// Removes the link of `id` (NPU side if `npu`) and of its partner, with the compare results.
+pub fn unmatch(gn: &mut Graph, gb: &mut Graph, out: &mut Comparison, id: NodeId, npu: bool) {
+    let (n, b) = if npu {
+        (Some(id), gn.nodes[id as usize].partner)
+    } else {
+        (gb.nodes[id as usize].partner, Some(id))
+    };
+    if let Some(n) = n {
+        if npu || gn.nodes[n as usize].partner == b {
+            let node = &mut gn.nodes[n as usize];
+            node.partner = None;
+            node.precision = None;
+            node.modified = true;
+            out.results.remove(&n);
+        }
+    }
+    if let Some(b) = b {
+        if !npu || gb.nodes[b as usize].partner == n {
+            let node = &mut gb.nodes[b as usize];
+            node.partner = None;
+            node.modified = true;
+        }
+    }
+    collection_index(gn);
+}
+
+/// The module path of a module node name (`Module.a.b.Linear.forward.0` -> `Module.a.b.`), used to
+/// carry a manual pair's renaming down to its children.
+fn module_path(name: &str) -> Option<String> {
+    let segs: Vec<&str> = name.split('.').collect();
+    if segs.len() < 5 || !(segs[0] == "Module" || segs[0] == "Cell") {
+        return None;
+    }
+    Some(format!("{}.", segs[..segs.len() - 3].join(".")))
 }
 
 /// `_handle_api_collection_index`: a collection takes the worst verdict of its APIs.
@@ -192,6 +293,25 @@ pub fn collection_index(gn: &mut Graph) {
 }
 
 impl Ctx<'_> {
+    /// Drops an existing link of a node before it is linked anew.
+    fn unlink(&mut self, id: NodeId, npu: bool) {
+        if npu {
+            if let Some(old) = self.gn.nodes[id as usize].partner.take() {
+                if self.gb.nodes[old as usize].partner == Some(id) {
+                    self.gb.nodes[old as usize].partner = None;
+                }
+            }
+            self.gn.nodes[id as usize].precision = None;
+            self.out.results.remove(&id);
+        } else if let Some(old) = self.gb.nodes[id as usize].partner.take() {
+            if self.gn.nodes[old as usize].partner == Some(id) {
+                self.gn.nodes[old as usize].partner = None;
+                self.gn.nodes[old as usize].precision = None;
+                self.out.results.remove(&old);
+            }
+        }
+    }
+
     fn link(&mut self, n: NodeId, b: NodeId) {
         self.gn.nodes[n as usize].partner = Some(b);
         self.gb.nodes[b as usize].partner = Some(n);

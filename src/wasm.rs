@@ -319,6 +319,81 @@ impl Session {
         Ok(text)
     }
 
+    /// Manually matches NPU node `npu_index` with Bench node `bench_index` (pre-order indices) and
+    /// compares them by msprobe's rules; `recursive` also matches corresponding descendants.
+    /// Returns the changes as JSON `{"npu": [[index, precision|null, matched], ...], "bench": [...]}`.
+    #[wasm_bindgen(js_name = matchNodes)]
+    pub fn match_nodes(
+        &mut self,
+        npu_index: u32,
+        bench_index: u32,
+        recursive: bool,
+    ) -> std::result::Result<String, JsValue> {
+        let last = self
+            .last
+            .as_mut()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        let bo = last
+            .bench_order
+            .as_ref()
+            .ok_or_else(|| js_err("matching needs two sides"))?;
+        let n = *last
+            .npu_order
+            .ids
+            .get(npu_index as usize)
+            .ok_or_else(|| js_err(format!("no NPU node {npu_index}")))?;
+        let b = *bo
+            .ids
+            .get(bench_index as usize)
+            .ok_or_else(|| js_err(format!("no Bench node {bench_index}")))?;
+        let before = snapshot(last);
+        let res = &mut last.res;
+        let (Some(bs), Some(cmp)) = (res.bench.as_mut(), res.comparison.as_mut()) else {
+            return Err(js_err("matching needs two sides"));
+        };
+        crate::compare::manual_match(
+            &mut res.npu.graph,
+            &res.npu.dump,
+            &mut bs.graph,
+            &bs.dump,
+            res.mode,
+            cmp,
+            n,
+            b,
+            recursive,
+        );
+        Ok(changes(last, &before))
+    }
+
+    /// Removes the match of a node (manual or automatic) on `side`; returns the changes like
+    /// `matchNodes`.
+    pub fn unmatch(&mut self, side: &str, index: u32) -> std::result::Result<String, JsValue> {
+        let last = self
+            .last
+            .as_mut()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        let npu = match side {
+            "npu" => true,
+            "bench" => false,
+            other => return Err(js_err(format!("unknown side '{other}'"))),
+        };
+        let order = if npu {
+            Some(&last.npu_order)
+        } else {
+            last.bench_order.as_ref()
+        };
+        let id = *order
+            .and_then(|o| o.ids.get(index as usize))
+            .ok_or_else(|| js_err(format!("no node {index}")))?;
+        let before = snapshot(last);
+        let res = &mut last.res;
+        let (Some(bs), Some(cmp)) = (res.bench.as_mut(), res.comparison.as_mut()) else {
+            return Err(js_err("matching needs two sides"));
+        };
+        crate::compare::unmatch(&mut res.npu.graph, &mut bs.graph, cmp, id, npu);
+        Ok(changes(last, &before))
+    }
+
     /// Details of the node at pre-order `index` of a side, as JSON.
     pub fn node(&self, side: &str, index: u32) -> std::result::Result<String, JsValue> {
         let last = self
@@ -339,6 +414,54 @@ impl Session {
             view::node_dto(&last.res, sel, id).ok_or_else(|| js_err(format!("no node {index}")))?;
         serde_json::to_string(&dto).map_err(js_err)
     }
+}
+
+type Snap = (Vec<(Option<f64>, i64)>, Vec<(Option<f64>, i64)>);
+
+fn side_state(
+    g: &crate::graph::Graph,
+    order: &Order,
+    other: Option<&Order>,
+) -> Vec<(Option<f64>, i64)> {
+    order
+        .ids
+        .iter()
+        .map(|id| {
+            let n = g.node(*id);
+            let m = match (other, n.partner) {
+                (Some(o), Some(p)) => o.index_of.get(p as usize).copied().unwrap_or(-1),
+                _ => -1,
+            };
+            (n.precision.map(|p| p.0), m)
+        })
+        .collect()
+}
+
+fn snapshot(last: &Last) -> Snap {
+    let npu = side_state(
+        &last.res.npu.graph,
+        &last.npu_order,
+        last.bench_order.as_ref(),
+    );
+    let bench = match (&last.res.bench, &last.bench_order) {
+        (Some(b), Some(o)) => side_state(&b.graph, o, Some(&last.npu_order)),
+        _ => Vec::new(),
+    };
+    (npu, bench)
+}
+
+fn changes(last: &Last, before: &Snap) -> String {
+    let after = snapshot(last);
+    let diff = |a: &[(Option<f64>, i64)], b: &[(Option<f64>, i64)]| -> Vec<serde_json::Value> {
+        a.iter()
+            .zip(b.iter())
+            .enumerate()
+            .filter(|(_, (x, y))| x != y)
+            .map(|(i, (_, y))| serde_json::json!([i, y.0, y.1]))
+            .collect()
+    };
+    serde_json::json!({"npu": diff(&before.0, &after.0), "bench": diff(&before.1, &after.1)})
+        .to_string()
 }
 
 impl Default for Session {
