@@ -171,6 +171,11 @@ fn diff(expected: &Path, actual: &Path) -> Vec<String> {
 }
 
 fn run_variant(case: &str, variant: &str) {
+    run_variant_with(case, variant, None)
+}
+
+/// Runs a variant's command, optionally with another layer-mapping file in place of its `-lm` one.
+fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>) {
     let case_dir = fixtures().join(case);
     let vdir = case_dir.join("reference").join(variant);
     let cmd = std::fs::read_to_string(vdir.join("cmd.txt")).unwrap();
@@ -185,6 +190,10 @@ fn run_variant(case: &str, variant: &str) {
     // Replace the output folder (-o reference/<variant>) by a temporary one.
     let o = words.iter().position(|w| w == "-o").expect("cmd has -o");
     words[o + 1] = out.display().to_string();
+    if let Some(m) = mapping {
+        let lm = words.iter().position(|w| w == "-lm").expect("cmd has -lm");
+        words[lm + 1] = m.display().to_string();
+    }
     let status = Command::new(env!("CARGO_BIN_EXE_probelens"))
         .args(&words[1..])
         .arg("--no-progress")
@@ -262,6 +271,22 @@ variant!(two_ranks_nomap, "qwen_two_ranks", "nomap");
 variant!(two_ranks_build_npu, "qwen_two_ranks", "build_npu");
 variant!(single_build_npu, "qwen_single_graph", "build_npu");
 variant!(single_build_bench_l0, "qwen_single_graph", "build_bench_L0");
+
+/// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
+/// same rules), on every case that has a mapped reference.
+#[test]
+fn shipped_qwen25_template_matches_fixture_mapping() {
+    let t = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("mappings/qwen2.5_mindspeed-llm_to_llamafactory.yaml");
+    for case in [
+        "qwen_mix_statistics",
+        "qwen_md5",
+        "qwen_L0",
+        "qwen_two_ranks",
+    ] {
+        run_variant_with(case, "map", Some(&t));
+    }
+}
 
 /// Every non-legacy reference variant has a test above.
 #[test]
