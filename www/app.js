@@ -1,7 +1,7 @@
 // @ts-check
 // The page: inputs, load orchestration, the two panes, selection/expansion sync, legend and details.
 import { CoreClient, CoreError } from './client.js';
-import { SIDES, STAGES } from './protocol.js';
+import { SIDES, STAGES, unpackRunResult } from './protocol.js';
 import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml } from './loader.js';
 import { classify, OVERFLOW_COLORS } from './colors.js';
 import { TreeModel } from './tree.js';
@@ -204,6 +204,9 @@ export function startApp(host) {
     return 'load';
   }
 
+  /** Sides above this total size are not pre-checked (check parses every rank folder; run parses again). */
+  const CHECK_LIMIT = 256 * 1024 * 1024;
+
   /** @param {Side} side @param {string} [note] */
   function showSource(side, note) {
     const src = S.sources[side];
@@ -247,6 +250,11 @@ export function startApp(host) {
           await sendFiles(
             client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq, chunkSize,
           );
+          // Parse a newly chosen side now, so a broken file shows before the other side is read.
+          if (changed.includes(side) && src.files.reduce((s, f) => s + f.size, 0) <= CHECK_LIMIT && seq === S.loadSeq) {
+            progress(`Checking ${side === 'npu' ? 'NPU' : 'Bench'} files`);
+            await client.request({ type: 'check', side: slot });
+          }
         } catch (e) {
           if (e instanceof CoreError && !e.cancelled) e.side = side;
           throw e;
@@ -258,9 +266,9 @@ export function startApp(host) {
       if (seq !== S.loadSeq) return;
       updateSelectors(layout);
       progress(STAGES.run);
-      const result = await client.request({ type: 'run', session: 'staging', options: runOptions() }, [], (p) => {
+      const result = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: runOptions() }, [], (p) => {
         if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
-      });
+      }));
       if (seq !== S.loadSeq) return;
       S.applied = { ...S.sources };
       S.layout = layout;
@@ -272,6 +280,8 @@ export function startApp(host) {
       display(result);
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
+      // A lone Bench folder is loaded into the core's npu slot.
+      if (e instanceof CoreError && e.side === 'npu' && !S.sources.npu && S.sources.bench) e.side = 'bench';
       const where = errorPlace(e, changed);
       setError(where, e instanceof Error ? e.message : String(e));
       client.request({ type: 'discardStaging' }).catch(() => {});
@@ -301,9 +311,9 @@ export function startApp(host) {
     setError('mapping');
     try {
       progress(STAGES.run);
-      const result = await client.request({ type: 'run', session: 'current', options: runOptions() }, [], (p) => {
+      const result = unpackRunResult(await client.request({ type: 'run', session: 'current', options: runOptions() }, [], (p) => {
         if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
-      });
+      }));
       if (seq !== S.loadSeq) return;
       display(result);
     } catch (e) {

@@ -28,6 +28,8 @@ export class GraphView {
     this.peer = -1;
     this.dirty = false;
     this.fontPx = /** @type {number} */ (L.fontPx);
+    this.curFill = '';
+    this.curStroke = '';
     this.cssW = 0;
     this.cssH = 0;
     this.dpr = 1;
@@ -219,6 +221,8 @@ export class GraphView {
     }
     m.layout(0);
     ctx.textBaseline = 'middle';
+    this.curFill = '';
+    this.curStroke = '';
     // One font per frame, its size quantised to 0.25 px so glyph caches are reused while zooming.
     this.fontPx = Math.round(L.fontPx * this.scale * 4) / 4;
     ctx.font = `${this.fontPx}px system-ui, sans-serif`;
@@ -240,6 +244,22 @@ export class GraphView {
       ctx.restore();
     }
     this.stats.ms = performance.now() - t0;
+  }
+
+  /** Sets the fill colour only when it changes (parsing colour strings is a large part of a frame). @param {string} c */
+  fillStyle(c) {
+    if (c !== this.curFill) {
+      this.ctx.fillStyle = c;
+      this.curFill = c;
+    }
+  }
+
+  /** @param {string} c */
+  strokeStyle(c) {
+    if (c !== this.curStroke) {
+      this.ctx.strokeStyle = c;
+      this.curStroke = c;
+    }
   }
 
   /**
@@ -264,24 +284,24 @@ export class GraphView {
     const nodeType = m.g.nodeType[i];
     // Level of detail: a box smaller than ~2 px is a dot.
     if (sw < 2 || sh < 2) {
-      ctx.fillStyle = stroke;
+      this.fillStyle(stroke);
       ctx.fillRect(sx, sy, Math.max(sw, 1), Math.max(sh, 1));
       return;
     }
     const hh = Math.min(L.rowH * s, sh);
     if (open) {
-      ctx.fillStyle = m.depth[i] % 2 ? '#ffffff' : '#fbfbfc';
+      this.fillStyle(m.depth[i] % 2 ? '#ffffff' : '#fbfbfc');
       ctx.fillRect(sx, sy, sw, sh);
-      ctx.fillStyle = fill;
+      this.fillStyle(fill);
       ctx.fillRect(sx, sy, sw, hh);
     } else {
-      ctx.fillStyle = fill;
+      this.fillStyle(fill);
       if (!m.hasChildren(i) && sh > 6) roundRect(ctx, sx, sy, sw, sh, Math.min(sh / 2, 8 * s));
       else ctx.fillRect(sx, sy, sw, sh);
     }
     if (sw > 4) {
       ctx.lineWidth = 1;
-      ctx.strokeStyle = stroke;
+      this.strokeStyle(stroke);
       if (nodeType === 9 || nodeType === 8) ctx.setLineDash(nodeType === 9 ? [6, 2] : [2, 2]);
       if (!open && !m.hasChildren(i) && sh > 6) {
         roundRect(ctx, sx + 0.5, sy + 0.5, sw - 1, sh - 1, Math.min(sh / 2, 8 * s), true);
@@ -292,10 +312,10 @@ export class GraphView {
     const ov = m.g.overflow[i];
     if (ov) {
       const c = OVERFLOW_COLORS[ov] ?? '#8888ff';
-      ctx.fillStyle = c;
+      this.fillStyle(c);
       ctx.fillRect(sx, sy, Math.max(3, 6 * s), hh);
       if (sw > 6 && sh > 6) {
-        ctx.strokeStyle = c;
+        this.strokeStyle(c);
         ctx.lineWidth = Math.max(1.5, 2 * s);
         ctx.strokeRect(sx + 1, sy + 1, sw - 2, sh - 2);
       }
@@ -309,7 +329,7 @@ export class GraphView {
       // The header label of an open box that starts left of the view sticks to the left edge (clipped).
       const tx = open && natural < 4 ? Math.min(4, sx + sw - 40) : natural;
       const maxW = sx + sw - tx - plus - 3 * s;
-      ctx.fillStyle = '#1d1f24';
+      this.fillStyle('#1d1f24');
       if (tx === natural) {
         if (maxW > 4) ctx.fillText(text, tx, sy + hh / 2, maxW);
       } else if (maxW > 4) {
@@ -319,9 +339,11 @@ export class GraphView {
         ctx.clip();
         ctx.fillText(text, tx, sy + hh / 2);
         ctx.restore();
+        this.curFill = '';
+        this.curStroke = '';
       }
       if (plus) {
-        ctx.fillStyle = '#555';
+        this.fillStyle('#555');
         ctx.fillText(open ? '−' : '+', sx + sw - 11 * s, sy + hh / 2);
       }
     }

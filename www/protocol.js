@@ -106,13 +106,15 @@
  * @typedef {{id: number, type: 'fileBegin', side: Side, path: string, size: number}} FileBeginRequest
  * @typedef {{id: number, type: 'fileChunk', side: Side, path: string, chunk: ArrayBuffer}} FileChunkRequest
  *   The file ends implicitly when `size` bytes arrived; the result then says `done: true`.
+ * @typedef {{id: number, type: 'check', side: Side}} CheckRequest
+ *   Parse every rank folder of one side of the staging session now, so a broken file is reported early.
  * @typedef {{id: number, type: 'layout'}} LayoutRequest
  * @typedef {{id: number, type: 'run', options: RunOptions, session: 'staging' | 'current'}} RunRequest
  *   On success a staging session becomes the current one.
  * @typedef {{id: number, type: 'discardStaging'}} DiscardStagingRequest
  * @typedef {{id: number, type: 'nodePair', side: Side, index: number}} NodePairRequest
  *   Details of a node of the current result and of its counterpart.
- * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | LayoutRequest | RunRequest
+ * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | CheckRequest | LayoutRequest | RunRequest
  *   | DiscardStagingRequest | NodePairRequest} Request
  */
 
@@ -120,6 +122,8 @@
  * Responses (worker → page).
  * @typedef {{id: number, type: 'progress', stage: string, done?: number, total?: number}} ProgressResponse
  * @typedef {{id: number, type: 'error', message: string, side?: Side, path?: string, stage?: string, fatal?: boolean}} ErrorResponse
+ *   `side`/`path`: the side and file the error concerns (from the request, or from the core's Error
+ *   properties `side`/`file`; for the core `side` is the slot, see app.js for a lone Bench folder).
  *   `fatal`: the core trapped (a Rust panic); the worker refuses further work and must be replaced.
  * @typedef {{id: number, type: 'result', value?: any}} ResultResponse
  *   `value` per request: init → `{version: string}`; fileChunk → `{done: boolean}`;
@@ -127,6 +131,26 @@
  *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; others → undefined.
  * @typedef {ProgressResponse | ErrorResponse | ResultResponse} Response
  */
+
+/** Separator of the node names packed into one string for the trip from the worker. */
+export const NAME_SEP = '\u0000';
+
+/**
+ * The run result as it crosses from the worker: `names` travel as one joined string (`namesJoined`),
+ * which is much cheaper to copy than an array of 100k small strings.
+ * @param {any} packed
+ * @returns {RunResult}
+ */
+export function unpackRunResult(packed) {
+  for (const key of ['npu', 'bench']) {
+    const g = packed[key];
+    if (g && typeof g.namesJoined === 'string') {
+      g.names = g.namesJoined.length || g.parent.length ? g.namesJoined.split(NAME_SEP) : [];
+      delete g.namesJoined;
+    }
+  }
+  return packed;
+}
 
 /** Files bigger than this are streamed into the core (`beginFile`/`appendChunk`) instead of `addFile`. */
 export const STREAM_THRESHOLD = 64 * 1024 * 1024;

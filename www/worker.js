@@ -4,7 +4,7 @@
 // Bundling note (scripts/build-site.mjs): in the single-file build the import lines below are
 // replaced by the inlined wasm-bindgen glue and protocol.js, so keep them one per line.
 import init, { initSync, Session } from './pkg/probelens.js';
-import { STREAM_THRESHOLD, STAGES } from './protocol.js';
+import { STREAM_THRESHOLD, STAGES, NAME_SEP } from './protocol.js';
 
 /** @typedef {import('./protocol.js').Request} Request */
 /** @typedef {import('./protocol.js').Response} Response */
@@ -140,6 +140,11 @@ async function handle(req) {
       post({ id, type: 'result', value: { done } });
       return;
     }
+    case 'check': {
+      need(staging).check(req.side);
+      post({ id, type: 'result' });
+      return;
+    }
     case 'layout': {
       const s = need(staging ?? current);
       post({ id, type: 'result', value: JSON.parse(s.layout()) });
@@ -161,7 +166,12 @@ async function handle(req) {
         staging = null;
       }
       currentMatched = { npu: npu.matched.slice(), bench: bench ? bench.matched.slice() : null };
-      const value = { ...raw, npu, bench, timings: { runMs: tRun, totalMs: performance.now() - t0 } };
+      const pack = (/** @type {Graph | null} */ g) => {
+        if (!g) return null;
+        const { names, ...rest } = g;
+        return { ...rest, namesJoined: names.join(NAME_SEP) };
+      };
+      const value = { ...raw, npu: pack(npu), bench: pack(bench), timings: { runMs: tRun, totalMs: performance.now() - t0 } };
       post({ id, type: 'result', value }, [...buffersOf(npu), ...(bench ? buffersOf(bench) : [])]);
       return;
     }
@@ -211,6 +221,10 @@ scope.onmessage = (/** @type {MessageEvent} */ e) => {
       }
       if ('side' in req) msg.side = req.side;
       if ('path' in req) msg.path = req.path;
+      // The core's Errors say which side and file they concern (src/wasm.rs side_err).
+      const info = /** @type {{side?: unknown, file?: unknown}} */ (err instanceof Error ? err : {});
+      if (info.side === 'npu' || info.side === 'bench') msg.side = info.side;
+      if (typeof info.file === 'string' && info.file) msg.path = info.file;
       msg.stage = req.type;
       post(msg);
     }

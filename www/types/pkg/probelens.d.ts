@@ -10,6 +10,7 @@ export class Session {
   beginFile(side: string, path: string, total: number): void;
   appendChunk(side: string, path: string, bytes: Uint8Array | number[]): void;
   clearSide(side: string): void;
+  check(side: string): void;
   layout(): string;
   run(options: string): string;
   node(side: string, index: number): string;
