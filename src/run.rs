@@ -347,6 +347,28 @@ pub struct PairResult {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// `get_compare_framework` (run by msprobe's `GraphComparator`): from the `framework` keys (a
+/// missing or empty key counts as pytorch), pytorch/pytorch or a mindspore/mindtorch NPU side with
+/// a pytorch/mindspore bench; anything else (e.g. a pytorch NPU side with a mindspore bench, even
+/// with `-lm`) is refused.
+fn compare_framework(npu: &RankDump, bench: &RankDump) -> Result<()> {
+    let key = |d: &RankDump| match d.framework_key.as_deref() {
+        None | Some("") => "pytorch".to_string(),
+        Some(s) => s.to_string(),
+    };
+    let (n, b) = (key(npu), key(bench));
+    let ok = (n == "pytorch" && b == "pytorch")
+        || (matches!(n.as_str(), "mindspore" | "mindtorch")
+            && matches!(b.as_str(), "pytorch" | "mindspore"));
+    if ok {
+        return Ok(());
+    }
+    Err(Error::input(
+        format!("{} / {}", npu.names.dump, bench.names.dump),
+        format!("unsupported framework pair (NPU \"{n}\", Bench \"{b}\"): msprobe compares pytorch with pytorch, or a mindspore/mindtorch NPU dump with a pytorch or mindspore bench"),
+    ))
+}
+
 /// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
 pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Result<PairResult> {
     let mut gn = Graph::build(&npu)?;
@@ -381,6 +403,7 @@ pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Re
         ));
     }
     let mode = compare_mode(&npu, &bench)?;
+    compare_framework(&npu, &bench)?;
     let copts = CompareOptions {
         fuzzy: opts.fuzzy,
         layer_mapping: opts.layer_mapping.clone(),
