@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Regenerates the expectations of the golden cases by running msprobe itself.
+
+Usage (from the repository root):
+
+    python3 tests/golden/regen.py                 # every case
+    python3 tests/golden/regen.py graph_sibling_order compare_rel_err_strings   # some cases
+    python3 tests/golden/regen.py --missing       # only cases without a .db.json yet
+    python3 tests/golden/regen.py -j 2 ...        # run two msprobe processes at once
+
+For each `tests/golden/cases/<name>.case` it writes the case's files into a temporary folder
+(`npu/`, `bench/`, `mapping.yaml`), runs
+
+    msprobe graph_visualize -tp npu [-gp bench] -o out <args of the case>
+
+from that folder (msprobe 26.2 as installed: `pip install mindstudio-probe==26.2.0`), and freezes
+the resulting `.vis.db` as `tests/golden/cases/<name>.db.json`: every row of `tb_nodes`, `tb_stack`
+and `tb_config` keyed by its `id`, every column except `tb_nodes.dump_data_dir` (absolute paths).
+If msprobe exits non-zero without writing a db, the file is `{"error": "<its last ERROR line>"}`
+and the Rust side must fail too.
+(The message is msprobe's first ERROR line other than the CANN and "unexpected error" ones.)
+
+The `.case` format (parsed the same way by tests/common/mod.rs):
+
+    # comment lines: which rule of msprobe-format.md the case pins down
+    args: -fm -oc                  (optional; extra flags after -tp/-gp/-o)
+    --- npu/dump.json
+    <file text, byte for byte up to the next '--- ' line>
+    --- bench/dump.json = npu/dump.json      (a copy of an earlier file)
+
+A folder with a dump.json but no stack.json gets `{}` as stack.json. `-gp bench` is passed when
+any `bench/` file exists.
+"""
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = os.path.join(HERE, "cases")
+
+
+def parse_case(text):
+    args, files, cur = [], {}, None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("--- "):
+            if cur:
+                files[cur[0]] = "".join(cur[1])
+            rest = line[4:].strip()
+            if " = " in rest:
+                path, src = rest.split(" = ", 1)
+                files[path.strip()] = files[src.strip()]
+                cur = None
+            else:
+                cur = (rest, [])
+            continue
+        if cur is not None:
+            cur[1].append(line)
+        elif line.strip().startswith("args:"):
+            args = line.strip()[len("args:"):].split()
+    if cur:
+        files[cur[0]] = "".join(cur[1])
+    for p in list(files):
+        if p.endswith("dump.json"):
+            files.setdefault(p[: -len("dump.json")] + "stack.json", "{}\n")
+    return args, files
+
+
+def dump_db(path):
+    con = sqlite3.connect(path)
+    out = {}
+    for table in ("tb_nodes", "tb_stack", "tb_config"):
+        cur = con.execute(f"select * from {table}")
+        cols = [d[0] for d in cur.description]
+        rows = {}
+        for r in cur.fetchall():
+            row = {c: v for c, v in zip(cols, r) if not (table == "tb_nodes" and c == "dump_data_dir")}
+            rows[str(row["id"])] = row
+        out[table] = dict(sorted(rows.items()))
+    con.close()
+    return out
+
+
+def regen(name):
+    with open(os.path.join(CASES, name + ".case"), encoding="utf-8") as f:
+        args, files = parse_case(f.read())
+    with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
+        for p, body in files.items():
+            full = os.path.join(tmp, p)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "w", encoding="utf-8") as f:
+                f.write(body)
+        cmd = ["msprobe", "graph_visualize", "-tp", "npu"]
+        if any(p.startswith("bench/") for p in files):
+            cmd += ["-gp", "bench"]
+        cmd += ["-o", "out"] + args
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        log = proc.stdout + proc.stderr
+        dbs = []
+        if os.path.isdir(os.path.join(tmp, "out")):
+            dbs = [x for x in os.listdir(os.path.join(tmp, "out")) if x.endswith(".vis.db")]
+        if len(dbs) == 1:
+            result = {"msprobe": msprobe_version(), "cmd": " ".join(cmd[1:])}
+            result.update(dump_db(os.path.join(tmp, "out", dbs[0])))
+        else:
+            errors = [l for l in log.splitlines() if "[ERROR]" in l and "CANN" not in l]
+            useful = [l for l in errors if "An unexpected error occurred" not in l]
+            msg = (useful or errors or ["exit code %d" % proc.returncode])[0]
+            msg = re.sub(r"^\S+ \S+ \(\d+\) \[ERROR\] ", "", msg).replace(tmp + "/", "")
+            result = {"msprobe": msprobe_version(), "cmd": " ".join(cmd[1:]), "error": msg}
+    with open(os.path.join(CASES, name + ".db.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    return name, "error: " + result["error"] if "error" in result else "ok"
+
+
+_VERSION = None
+
+
+def msprobe_version():
+    global _VERSION
+    if _VERSION is None:
+        from importlib.metadata import version
+        _VERSION = version("mindstudio-probe")
+    return _VERSION
+
+
+def main(argv):
+    jobs = 1
+    missing = False
+    names = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "-j":
+            jobs = int(argv[i + 1])
+            i += 1
+        elif argv[i] == "--missing":
+            missing = True
+        else:
+            names.append(argv[i].removesuffix(".case"))
+        i += 1
+    if not names:
+        names = sorted(x[:-5] for x in os.listdir(CASES) if x.endswith(".case"))
+    if missing:
+        names = [n for n in names if not os.path.exists(os.path.join(CASES, n + ".db.json"))]
+    if msprobe_version() != "26.2.0":
+        print(f"warning: msprobe {msprobe_version()} installed; the cases were made with 26.2.0", file=sys.stderr)
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        for name, status in ex.map(regen, names):
+            print(f"{name}: {status}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
