@@ -12,7 +12,8 @@ use crate::items::{k, Item, ItemMap, Mode, Num, Py, State};
 use crate::json::{KeyId, Store};
 use crate::mapping::{api_mapping, LayerMapping};
 use crate::pyfmt::float_repr;
-use std::collections::{HashMap, VecDeque};
+use crate::HashMap;
+use std::collections::VecDeque;
 
 /// Options of one compare.
 #[derive(Debug, Clone, Default)]
@@ -120,12 +121,12 @@ pub fn compare(
                     "",
                     format!("the layer mapping is not effective (msprobe: \"The layer mapping file parsing failed\"): {why}"),
                 ));
-                mapping = Some(HashMap::new());
+                mapping = Some(HashMap::default());
             }
         }
     }
     let mut out = Comparison {
-        results: HashMap::new(),
+        results: HashMap::default(),
         diagnostics,
     };
     let mut cx = Ctx {
@@ -409,7 +410,7 @@ const IGNORE_PRECISION: [&str; 6] = [
 
 /// `_recount_api_node`: direct API children keyed by name without call counters, numbered 1, 2, ...
 fn recount(g: &Graph, id: NodeId) -> Vec<(String, NodeId)> {
-    let mut counts: HashMap<String, usize> = HashMap::new();
+    let mut counts: HashMap<String, usize> = HashMap::default();
     let mut out = Vec::new();
     for c in &g.nodes[id as usize].children {
         let node = &g.nodes[*c as usize];
@@ -563,7 +564,7 @@ struct Merged {
     structs: [Vec<(Py, Py, Py)>; 4],
 }
 
-fn merge(items: impl Iterator<Item = Item>) -> Result<Merged, String> {
+fn merge<'i>(items: impl Iterator<Item = &'i Item>) -> Result<Merged, String> {
     let mut m = Merged {
         names: Vec::new(),
         rg: Vec::new(),
@@ -641,8 +642,8 @@ fn rows_for(
     out_b: &ItemMap,
     mode: Mode,
 ) -> Result<Vec<Row>, String> {
-    let mn = merge(in_n.iter().chain(out_n.iter()).map(|(_, it)| it.clone()))?;
-    let mb = merge(in_b.iter().chain(out_b.iter()).map(|(_, it)| it.clone()))?;
+    let mn = merge(in_n.iter().chain(out_n.iter()).map(|(_, it)| it))?;
+    let mb = merge(in_b.iter().chain(out_b.iter()).map(|(_, it)| it))?;
     let mut rows = Vec::new();
     let (mut n_start, mut b_start) = (0usize, 0usize);
     for sec in 0..4 {

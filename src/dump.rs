@@ -6,10 +6,10 @@
 //! entry (msprobe's `-oc`) is decided here, while the entry is at hand, so later stages need not
 //! walk the raw data again.
 
-use crate::error::{Error, ErrorKind, Place, Result};
-use crate::json::{line_col, Reader, Store, SyntaxError, Val};
+use crate::error::{Diagnostic, Error, ErrorKind, Place, Result};
+use crate::json::{line_col, KeyId, Reader, Store, SyntaxError, Val};
 use crate::pyfmt::py_str;
-use std::collections::HashMap;
+use crate::HashMap;
 
 /// The task field of dump.json.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +116,18 @@ pub struct RankDump {
     pub stack_raw_empty: bool,
     /// Any top-level list element of an entry has an `md5` key (msprobe's `md5_find`).
     pub has_md5: bool,
+    /// Anomalies msprobe reads through (an item whose `type` is not a string, a string `Max`...):
+    /// at most one per file, naming the first place and counting the others.
+    pub diagnostics: Vec<Diagnostic>,
+    item_warnings: Option<ItemWarnings>,
 }
+
+/// Deepest item nesting msprobe's `op_item_parse` accepts (`Const.MAX_DEPTH`).
+pub const MAX_ITEM_DEPTH: usize = 400;
+
+/// The largest file the core reads: offsets into a [`Store`] are `u32`, and a wasm32 page could
+/// never hold more. dump.json and stack.json share one store, so they count together.
+pub const MAX_FILE_BYTES: u64 = u32::MAX as u64;
 
 fn syntax(file: &str, buf: &[u8], e: SyntaxError) -> Error {
     let (l, c) = line_col(buf, e.offset);
@@ -167,16 +178,30 @@ impl RankDump {
             has_data_key: false,
             data_is_object: false,
             entries: Vec::new(),
-            entry_index: HashMap::new(),
+            entry_index: HashMap::default(),
             construct: Vec::new(),
-            construct_index: HashMap::new(),
+            construct_index: HashMap::default(),
             micro_step_number: None,
-            micro: HashMap::new(),
-            stack_by_name: HashMap::new(),
-            stack_raw: HashMap::new(),
+            micro: HashMap::default(),
+            stack_by_name: HashMap::default(),
+            stack_raw: HashMap::default(),
             stack_raw_empty: true,
             has_md5: false,
+            diagnostics: Vec::new(),
+            item_warnings: None,
         };
+        let total = dump.len() as u64 + stack.len() as u64;
+        if total > MAX_FILE_BYTES {
+            return Err(Error::new(
+                ErrorKind::Limit,
+                &rd.names.dump,
+                Place::None,
+                format!(
+                    "dump.json and stack.json of one rank folder are {total} bytes together; \
+                     probelens reads at most {MAX_FILE_BYTES} bytes (4 GiB) per rank folder"
+                ),
+            ));
+        }
         crate::items::intern_known_keys(&mut rd.store);
         rd.parse_dump(dump)?;
         rd.parse_construct(construct)?;
@@ -210,13 +235,17 @@ impl RankDump {
             }
             Some(_) => {
                 // Valid JSON of another type is a schema error; anything else a syntax error.
+                let at = r.pos;
                 let mut scratch = Store::default();
                 let v = r.value(&mut scratch, 0).map_err(|se| syntax(f, buf, se))?;
-                return Err(Error::schema(
+                r.end().map_err(|se| syntax(f, buf, se))?;
+                let (l, c) = line_col(buf, at);
+                return Err(Error::new(
+                    ErrorKind::Schema,
                     f,
-                    "$",
+                    Place::LineCol(l, c),
                     format!(
-                        "expected a JSON object with \"task\" and \"data\", found {}",
+                        "expected a JSON object with \"task\" and \"data\" at the top, found {}",
                         type_name(v)
                     ),
                 ));
@@ -231,6 +260,8 @@ impl RankDump {
                 }
                 let key = r.read_str().map_err(|se| syntax(f, buf, se))?.to_owned();
                 r.expect(b':').map_err(|se| syntax(f, buf, se))?;
+                r.skip_ws();
+                let at = r.pos;
                 if key == "data" {
                     self.has_data_key = true;
                     if r.peek() == Some(b'{') {
@@ -243,10 +274,14 @@ impl RankDump {
                         let v = r
                             .value(&mut self.store, 1)
                             .map_err(|se| syntax(f, buf, se))?;
-                        return Err(Error::schema(
+                        return Err(Error::schema_at(
                             f,
                             "data",
-                            format!("expected an object of dump entries, found {}", type_name(v)),
+                            line_col(buf, at),
+                            format!(
+                                "expected an object mapping node names to entries, found {}",
+                                type_name(v)
+                            ),
                         ));
                     }
                 } else {
@@ -257,6 +292,24 @@ impl RankDump {
                         Val::Null => None,
                         _ => Some(py_str(store, v)),
                     };
+                    if matches!(
+                        key.as_str(),
+                        "task" | "level" | "framework" | "dump_data_dir"
+                    ) && !matches!(v, Val::Str(_) | Val::Null)
+                    {
+                        let what = match key.as_str() {
+                            "task" => "a string such as \"statistics\"",
+                            "level" => "a string such as \"mix\"",
+                            "framework" => "a string such as \"pytorch\"",
+                            _ => "a path (string) or null",
+                        };
+                        return Err(Error::schema_at(
+                            f,
+                            key.as_str(),
+                            line_col(buf, at),
+                            format!("expected {what}, found {}", type_name(v)),
+                        ));
+                    }
                     match key.as_str() {
                         "task" => self.task = as_s(v, &self.store),
                         "level" => self.level = as_s(v, &self.store),
@@ -271,6 +324,9 @@ impl RankDump {
             }
         }
         r.end().map_err(|se| syntax(f, buf, se))?;
+        if let Some(d) = self.item_warnings.take() {
+            self.diagnostics.push(d.into_diagnostic(f));
+        }
         self.framework = match self.framework_key.as_deref() {
             Some("pytorch") => Some("pytorch"),
             Some("mindspore") => Some("mindspore"),
@@ -300,9 +356,12 @@ impl RankDump {
             }
             let name = r.read_str().map_err(|se| syntax(f, buf, se))?.to_owned();
             r.expect(b':').map_err(|se| syntax(f, buf, se))?;
+            r.skip_ws();
+            let at = r.pos;
             let value = r
                 .value(&mut self.store, 2)
                 .map_err(|se| syntax(f, buf, se))?;
+            self.validate_entry(&name, value, buf, at)?;
             if !self.has_md5 && md5_find(&self.store, value) {
                 self.has_md5 = true;
             }
@@ -480,6 +539,203 @@ impl RankDump {
         Ok(())
     }
 
+    /// Checks one `data` entry the way msprobe will read it (`read_op`/`op_item_parse`), so that
+    /// nothing later meets an entry it cannot read: an entry is an object or null; the values
+    /// read_op flattens are lists, objects or null; nesting stays within msprobe's 400 levels;
+    /// integers stay within a float's range. Item anomalies msprobe reads through are counted
+    /// into one warning.
+    fn validate_entry(&mut self, name: &str, value: Val, buf: &[u8], at: usize) -> Result<()> {
+        let file = self.names.dump.as_str();
+        let store = &self.store;
+        match value {
+            Val::Null => return Ok(()),
+            Val::Obj { .. } => {}
+            other => {
+                return Err(Error::schema_at(
+                    file,
+                    entry_path(name),
+                    line_col(buf, at),
+                    format!(
+                        "expected an object with the entry's input_args, input_kwargs, output... (or null), found {}",
+                        type_name(other)
+                    ),
+                ))
+            }
+        }
+        let segs: Vec<&str> = name.split('.').collect();
+        let last = segs.last().copied().unwrap_or("");
+        let second_last = if segs.len() >= 2 {
+            segs[segs.len() - 2]
+        } else {
+            ""
+        };
+        // (crumb parent, segment) for paths, built only along what is walked.
+        let mut crumbs: Vec<(u32, Seg)> = Vec::new();
+        let mut stack: Vec<(Val, usize, u32)> = Vec::new();
+        if last == "debug" || last == "parameters_grad" || second_last == "parameters_grad" {
+            crumbs.push((u32::MAX, Seg::Root));
+            stack.push((value, 0, 0));
+        } else {
+            for (key, v) in store.obj(value) {
+                if !IO_KEYS.contains(&store.key(*key)) {
+                    continue;
+                }
+                if !matches!(v, Val::Null | Val::List { .. } | Val::Obj { .. }) {
+                    let path = [Seg::Key(*key)];
+                    return Err(Error::schema_at(
+                        file,
+                        seg_path(store, name, &path),
+                        line_col(buf, locate(buf, at, store, &path)),
+                        format!(
+                            "expected a list or an object of items (or null), found {}",
+                            type_name(*v)
+                        ),
+                    ));
+                }
+                crumbs.push((u32::MAX, Seg::Key(*key)));
+                stack.push((*v, 0, crumbs.len() as u32 - 1));
+            }
+        }
+        let mut warn: Option<(Vec<Seg>, String)> = None;
+        let mut warn_count = 0usize;
+        let mut note = |crumbs: &[(u32, Seg)], at: u32, key: Option<KeyId>, msg: String| {
+            warn_count += 1;
+            if warn.is_none() {
+                let mut p = trail(crumbs, at);
+                if let Some(k) = key {
+                    p.push(Seg::Key(k));
+                }
+                warn = Some((p, msg));
+            }
+        };
+        while let Some((v, depth, crumb)) = stack.pop() {
+            let fail = |msg: String, kind: ErrorKind, key: Option<KeyId>| {
+                let mut p = trail(&crumbs, crumb);
+                if let Some(k) = key {
+                    p.push(Seg::Key(k));
+                }
+                Error::new(
+                    kind,
+                    file,
+                    {
+                        let (l, c) = line_col(buf, locate(buf, at, store, &p));
+                        Place::PathAt(seg_path(store, name, &p), l, c)
+                    },
+                    msg,
+                )
+            };
+            if depth > MAX_ITEM_DEPTH {
+                return Err(fail(
+                    format!("items nest deeper than {MAX_ITEM_DEPTH} levels (msprobe's limit)"),
+                    ErrorKind::Limit,
+                    None,
+                ));
+            }
+            if !crate::items::truthy(store, v) {
+                continue;
+            }
+            match v {
+                Val::List { .. } => {
+                    for (i, x) in store.list(v).iter().enumerate().rev() {
+                        crumbs.push((crumb, Seg::Index(i as u32)));
+                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1));
+                    }
+                }
+                Val::Obj { .. } => {
+                    let pairs = store.obj(v);
+                    let get = |k: KeyId| pairs.iter().find(|(kk, _)| *kk == k).map(|(_, x)| *x);
+                    if get(k::CLASS_TYPE).and_then(|c| store.as_str(c))
+                        == Some("torch.distributed.P2POp")
+                    {
+                        continue;
+                    }
+                    match get(k::TYPE) {
+                        Some(Val::Str(_)) => {
+                            // A leaf item: the fields compare reads.
+                            for (kk, x) in pairs {
+                                let expected = if [k::MAX, k::MIN, k::MEAN, k::NORM].contains(kk) {
+                                    if let Val::BigInt(r) = x {
+                                        if !big_fits_f64(store.str(*r)) {
+                                            return Err(fail(
+                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(*r))),
+                                                ErrorKind::Schema,
+                                                Some(*kk),
+                                            ));
+                                        }
+                                    }
+                                    (!matches!(x, Val::Null | Val::Bool(_) | Val::Int(_) | Val::BigInt(_) | Val::Float(_)))
+                                        .then_some("a number, a boolean or null")
+                                } else if *kk == k::VALUE {
+                                    if let Val::BigInt(r) = x {
+                                        if !big_fits_f64(store.str(*r)) {
+                                            return Err(fail(
+                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(*r))),
+                                                ErrorKind::Schema,
+                                                Some(*kk),
+                                            ));
+                                        }
+                                    }
+                                    None
+                                } else if *kk == k::SHAPE {
+                                    (!matches!(x, Val::Null | Val::List { .. }))
+                                        .then_some("a list of dimensions or null")
+                                } else if *kk == k::DTYPE {
+                                    (!matches!(x, Val::Null | Val::Str(_))).then_some("a string or null")
+                                } else {
+                                    None
+                                };
+                                if let Some(e) = expected {
+                                    note(
+                                        &crumbs,
+                                        crumb,
+                                        Some(*kk),
+                                        format!("expected {e}, found {}", type_name(*x)),
+                                    );
+                                }
+                            }
+                            continue;
+                        }
+                        Some(t) => note(
+                            &crumbs,
+                            crumb,
+                            Some(k::TYPE),
+                            format!(
+                                "expected the item's type (a string), found {}; msprobe then reads the item's fields as items",
+                                type_name(t)
+                            ),
+                        ),
+                        None => {}
+                    }
+                    for (kk, x) in pairs.iter().rev() {
+                        crumbs.push((crumb, Seg::Key(*kk)));
+                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1));
+                    }
+                }
+                other => note(
+                    &crumbs,
+                    crumb,
+                    None,
+                    format!(
+                        "expected an item (an object), a list or null, found {}; msprobe ignores it",
+                        type_name(other)
+                    ),
+                ),
+            }
+        }
+        if let Some((p, msg)) = warn {
+            let w = self.item_warnings.get_or_insert_with(ItemWarnings::default);
+            if w.first.is_none() {
+                let (l, c) = line_col(buf, locate(buf, at, &self.store, &p));
+                w.first = Some(format!(
+                    "line {l}, column {c}: {}: {msg}",
+                    seg_path(&self.store, name, &p)
+                ));
+            }
+            w.count += warn_count;
+        }
+        Ok(())
+    }
+
     pub fn entry(&self, name: &str) -> Option<&Entry> {
         self.entry_index
             .get(name)
@@ -488,6 +744,157 @@ impl RankDump {
 
     pub fn is_megatron(&self) -> bool {
         self.micro_step_number.is_some()
+    }
+}
+
+/// The entry fields `read_op` flattens (msprobe's `IO_NAME_MAPPING`).
+const IO_KEYS: [&str; 5] = [
+    "input_args",
+    "input_kwargs",
+    "input",
+    "output",
+    "parameters",
+];
+
+use crate::items::k;
+
+/// One step of a JSON path inside an entry.
+#[derive(Debug, Clone, Copy)]
+enum Seg {
+    Root,
+    Key(KeyId),
+    Index(u32),
+}
+
+/// The path from the walk's crumbs, outermost first.
+fn trail(crumbs: &[(u32, Seg)], mut at: u32) -> Vec<Seg> {
+    let mut out = Vec::new();
+    while let Some((parent, seg)) = crumbs.get(at as usize) {
+        if !matches!(seg, Seg::Root) {
+            out.push(*seg);
+        }
+        at = *parent;
+    }
+    out.reverse();
+    out
+}
+
+/// `data["name"].input_args[0].Max` for messages.
+fn seg_path(store: &Store, name: &str, segs: &[Seg]) -> String {
+    let mut p = entry_path(name);
+    for s in segs {
+        match s {
+            Seg::Root => {}
+            Seg::Index(i) => p.push_str(&format!("[{i}]")),
+            Seg::Key(k) => {
+                let key = store.key(*k);
+                let plain = !key.is_empty()
+                    && !key.starts_with(|c: char| c.is_ascii_digit())
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if plain {
+                    p.push('.');
+                    p.push_str(key);
+                } else {
+                    p.push('[');
+                    crate::pyfmt::json_str(key, &mut p);
+                    p.push(']');
+                }
+            }
+        }
+    }
+    p
+}
+
+/// Byte offset of the value at `segs` below the value that starts at `at` (best effort: the
+/// deepest place reached). Only used for messages, so it re-reads the bytes.
+fn locate(buf: &[u8], at: usize, store: &Store, segs: &[Seg]) -> usize {
+    let mut r = Reader::new(buf);
+    r.pos = at;
+    for seg in segs {
+        r.skip_ws();
+        let here = r.pos;
+        let found = match (seg, buf.get(r.pos)) {
+            (Seg::Key(k), Some(b'{')) => {
+                let want = store.key(*k);
+                r.pos += 1;
+                let mut found = None;
+                if r.peek() != Some(b'}') {
+                    loop {
+                        let Ok(key) = r.read_str() else { break };
+                        let hit = key == want;
+                        if r.expect(b':').is_err() {
+                            break;
+                        }
+                        r.skip_ws();
+                        if hit {
+                            // Duplicate keys: the last one is the value.
+                            found = Some(r.pos);
+                        }
+                        if r.skip_value(0).is_err() || !matches!(r.comma_or_close(b'}'), Ok(true)) {
+                            break;
+                        }
+                        r.skip_ws();
+                    }
+                }
+                found
+            }
+            (Seg::Index(i), Some(b'[')) => {
+                r.pos += 1;
+                let mut ok = true;
+                for _ in 0..*i {
+                    if r.skip_value(0).is_err() || !matches!(r.comma_or_close(b']'), Ok(true)) {
+                        ok = false;
+                        break;
+                    }
+                }
+                r.skip_ws();
+                ok.then_some(r.pos)
+            }
+            _ => None,
+        };
+        match found {
+            Some(p) => r.pos = p,
+            None => return here,
+        }
+    }
+    r.skip_ws();
+    r.pos
+}
+
+/// Python's `float(int)` succeeds (the value is within f64's range).
+fn big_fits_f64(digits: &str) -> bool {
+    digits.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+/// A long number shortened for a message.
+fn abbrev(digits: &str) -> String {
+    if digits.len() <= 24 {
+        digits.to_string()
+    } else {
+        format!(
+            "{}...({} digits)",
+            &digits[..12],
+            digits.trim_start_matches('-').len()
+        )
+    }
+}
+
+/// The first item anomaly of a file and how many there were.
+#[derive(Debug, Default)]
+struct ItemWarnings {
+    first: Option<String>,
+    count: usize,
+}
+
+impl ItemWarnings {
+    fn into_diagnostic(self, file: &str) -> Diagnostic {
+        let first = self.first.unwrap_or_default();
+        let more = match self.count {
+            0 | 1 => String::new(),
+            2 => " (and 1 more like it)".to_string(),
+            n => format!(" (and {} more like it)", n - 1),
+        };
+        Diagnostic::warning(file, format!("{first}{more}; read as msprobe reads it"))
     }
 }
 

@@ -8,7 +8,7 @@ use crate::dump::{OverflowLevel, RankDump};
 use crate::error::{Error, Result};
 use crate::items::{input_output, read_op, ItemMap, Py};
 use crate::json::Val;
-use std::collections::HashMap;
+use crate::HashMap;
 
 pub type NodeId = u32;
 
@@ -156,7 +156,7 @@ impl Graph {
     fn new() -> Graph {
         let mut g = Graph {
             nodes: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             collection_counter: None,
             micro_step_num: None,
         };
@@ -208,9 +208,10 @@ impl Graph {
     pub fn ancestors(&self, id: NodeId) -> Vec<NodeId> {
         let mut out = Vec::new();
         let mut cur = self.nodes[id as usize].parent;
-        let mut seen = std::collections::HashSet::new();
+        // A chain longer than the node count repeats a node: a cycle. Counting instead of a set
+        // keeps this O(depth) without hashing (the default matching calls it for every node).
         while let Some(c) = cur {
-            if !seen.insert(c) {
+            if out.len() >= self.nodes.len() {
                 return Vec::new();
             }
             out.push(c);
@@ -558,7 +559,7 @@ impl Builder<'_> {
             .map(|c| self.g.nodes[*c as usize].name.as_str())
             .collect();
         let mut recompute: Vec<(NodeId, String)> = Vec::new(); // (node, prefix), in order
-        let mut recompute_index: HashMap<NodeId, usize> = HashMap::new();
+        let mut recompute_index: HashMap<NodeId, usize> = HashMap::default();
         let mut cache: std::collections::HashSet<String> = std::collections::HashSet::new();
         let is_pytorch = self.d.framework_key.as_deref().unwrap_or("pytorch") == "pytorch";
         for (i, c) in root_children.iter().enumerate() {
@@ -607,7 +608,7 @@ impl Builder<'_> {
         }
         let prefixes: std::collections::HashSet<&str> =
             recompute.iter().map(|(_, p)| p.as_str()).collect();
-        let mut no_rc: HashMap<String, Vec<NodeId>> = HashMap::new();
+        let mut no_rc: HashMap<String, Vec<NodeId>> = HashMap::default();
         for (id, n) in self.g.nodes.iter().enumerate() {
             if n.op_by_name() != NodeOp::Module {
                 continue;
@@ -722,7 +723,7 @@ impl Builder<'_> {
     fn add_parameters_grad(&mut self) {
         let d = self.d;
         let mut prefixes: Vec<(String, Vec<String>)> = Vec::new();
-        let mut pos: HashMap<String, usize> = HashMap::new();
+        let mut pos: HashMap<String, usize> = HashMap::default();
         for e in &d.entries {
             if self.g.index.contains_key(&e.name) {
                 continue;

@@ -8,7 +8,7 @@
 //!
 //! Errors carry the byte offset; [`line_col`] turns it into a line and column for messages.
 
-use std::collections::HashMap;
+use crate::HashMap;
 
 /// Deepest nesting accepted (msprobe's own files nest a handful of levels).
 pub const MAX_DEPTH: usize = 512;

@@ -24,3 +24,6 @@ pub mod view;
 pub mod wasm;
 
 pub use error::{Diagnostic, Error, Result};
+
+/// The core's hash map: foldhash (fast, seeded per process, so crafted names cannot force collisions).
+pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -11,7 +11,7 @@
 use crate::dump::RankDump;
 use crate::error::{Error, ErrorKind, Place, Result};
 use crate::json::Val;
-use std::collections::HashMap;
+use crate::HashMap;
 
 /// One rule: source path, destination path, number of source levels.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +52,23 @@ impl LayerMapping {
                     Some(p) => msg[..p].to_string(),
                     None => msg,
                 };
+                // serde_yaml bounds alias expansion and nesting; name what was refused.
+                if msg.starts_with("repetition limit exceeded") {
+                    return Err(Error::new(
+                        ErrorKind::Limit,
+                        file,
+                        place,
+                        "the YAML expands its aliases (*name) too many times, as a \"billion laughs\" document does; a layer mapping needs none",
+                    ));
+                }
+                if msg.starts_with("recursion limit exceeded") {
+                    return Err(Error::new(
+                        ErrorKind::Limit,
+                        file,
+                        place,
+                        "the YAML nests deeper than serde_yaml's recursion limit; a layer mapping is two levels deep",
+                    ));
+                }
                 return Err(Error::new(
                     ErrorKind::Yaml,
                     file,
@@ -66,8 +83,8 @@ impl LayerMapping {
                 invalid: None,
             },
             Err(why) => LayerMapping {
-                rules: HashMap::new(),
-                invalid: Some(why),
+                rules: HashMap::default(),
+                invalid: Some(format!("{file}: {why}")),
             },
         })
     }
@@ -99,7 +116,7 @@ impl LayerMapping {
                 entries.push(("TopLayer".to_string(), c));
             }
         }
-        let mut out: HashMap<String, HashMap<String, Vec<Rule>>> = HashMap::new();
+        let mut out: HashMap<String, HashMap<String, Vec<Rule>>> = HashMap::default();
         for (class, rules) in entries {
             let serde_yaml::Value::Mapping(m) = rules else {
                 return Err(format!(
@@ -521,7 +538,7 @@ pub fn api_mapping(
     for i in 0..b_items.len() {
         b_trie.insert(&b_items, i);
     }
-    let mut out = HashMap::with_capacity(n_items.len());
+    let mut out = HashMap::with_capacity_and_hasher(n_items.len(), Default::default());
     for (i, it) in n_items.iter().enumerate() {
         let scope: Vec<&str> = it.full_scope.split('.').collect();
         let mut new_scope = String::from("TopLayer");
@@ -613,7 +630,35 @@ mod tests {
         let e = LayerMapping::parse("m.yaml", "A:\n  b: c\n d: e\n").unwrap_err();
         assert!(matches!(e.place(), Place::LineCol(3, _)), "{e}");
         let m = LayerMapping::parse("m.yaml", "- a\n- b\n").unwrap();
-        assert!(m.invalid.is_some());
+        assert!(m
+            .invalid
+            .as_deref()
+            .is_some_and(|w| w.starts_with("m.yaml: ")));
+    }
+
+    #[test]
+    fn alias_bomb_fails_fast_naming_the_file() {
+        let mut text = String::from(
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        let mut prev = 'a';
+        for c in "bcdefghi".chars() {
+            let refs = vec![format!("*{prev}"); 9].join(",");
+            text.push_str(&format!("{c}: &{c} [{refs}]\n"));
+            prev = c;
+        }
+        let t = std::time::Instant::now();
+        let e = LayerMapping::parse("bomb.yaml", &text).unwrap_err();
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(e.file(), "bomb.yaml");
+        assert!(e.to_string().contains("billion laughs"), "{e}");
+        let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+        let e = LayerMapping::parse("deep.yaml", &deep).unwrap_err();
+        assert_eq!(e.file(), "deep.yaml");
     }
 
     #[test]

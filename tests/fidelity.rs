@@ -182,9 +182,12 @@ fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>) {
     let cmd = cmd.split('#').next().unwrap().trim();
     let mut words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
     assert_eq!(words[0], "msprobe", "{cmd}");
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static RUN: AtomicUsize = AtomicUsize::new(0);
     let out = std::env::temp_dir().join(format!(
-        "probelens-fid-out-{}-{case}-{variant}",
-        std::process::id()
+        "probelens-fid-out-{}-{}-{case}-{variant}",
+        std::process::id(),
+        RUN.fetch_add(1, Ordering::SeqCst)
     ));
     let _ = std::fs::remove_dir_all(&out);
     // Replace the output folder (-o reference/<variant>) by a temporary one.

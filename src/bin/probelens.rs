@@ -11,6 +11,10 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// The CLI allocates many small strings; mimalloc is markedly faster than glibc's malloc here.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: probelens graph_visualize -tp TARGET_PATH [-gp GOLDEN_PATH] -o OUTPUT_PATH \
 [-lm [LAYER_MAPPING]] [-fm] [-oc] [-progress_log] [-tensor_log]
 
@@ -171,6 +175,21 @@ impl Files for FsFiles {
     }
     fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
         let p = self.root.join(path);
+        // Refuse before reading what the core could never hold (its offsets are 32-bit).
+        if let Ok(m) = std::fs::metadata(&p) {
+            if m.len() > probelens::dump::MAX_FILE_BYTES {
+                return Err(Error::new(
+                    probelens::error::ErrorKind::Limit,
+                    self.display(path),
+                    probelens::error::Place::None,
+                    format!(
+                        "the file is {} bytes; probelens reads files of at most {} bytes (4 GiB)",
+                        m.len(),
+                        probelens::dump::MAX_FILE_BYTES
+                    ),
+                ));
+            }
+        }
         match std::fs::read(&p) {
             Ok(b) => Ok(Cow::Owned(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -368,6 +387,17 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         None => None,
         Some(None) => Some(LayerMapping::empty()),
         Some(Some(p)) => {
+            if let Ok(m) = std::fs::metadata(p) {
+                if m.len() > probelens::dump::MAX_FILE_BYTES {
+                    return Err(Error::input(
+                        p.display().to_string(),
+                        format!(
+                            "the layer mapping is {} bytes; that is no layer mapping",
+                            m.len()
+                        ),
+                    ));
+                }
+            }
             let text = std::fs::read(p).map_err(|e| {
                 Error::input(
                     p.display().to_string(),
@@ -401,6 +431,9 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let db_path = a.output.join(format!("{kind}_{}.vis.db", timestamp()));
     let tmp_path = db_path.with_extension("db.part");
     let _ = std::fs::remove_file(&tmp_path);
+    // On an error below, the partial database goes away (after the connection closes: declared
+    // first, dropped last). After the final rename there is nothing left to remove.
+    let _part = PartFile(tmp_path.clone());
     let mut conn = Connection::open(&tmp_path).map_err(|e| db_err(&db_path, e))?;
     conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-262144; PRAGMA temp_store=MEMORY;")
         .map_err(|e| db_err(&db_path, e))?;
@@ -558,6 +591,15 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         );
     }
     Ok(db_path)
+}
+
+/// Removes a partially written file when dropped.
+struct PartFile(PathBuf);
+
+impl Drop for PartFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// `--no-db`: builds and compares every pair and prints counts; writes nothing.
