@@ -619,9 +619,14 @@ fn process(p: &Py) -> Py {
     }
 }
 
+/// `str(x) in ('inf', '-inf', 'nan')`, without formatting every number.
 fn is_tab_value(p: &Py, store: &Store) -> bool {
-    let s = p.to_py_str(store);
-    s == "inf" || s == "-inf" || s == "nan"
+    match p {
+        Py::F(f) | Py::V(crate::json::Val::Float(f)) => !f.is_finite(),
+        Py::S(s) => s == "inf" || s == "-inf" || s == "nan",
+        Py::V(crate::json::Val::Str(r)) => matches!(store.str(*r), "inf" | "-inf" | "nan"),
+        _ => false,
+    }
 }
 
 fn tabbed(p: &Py, store: &Store) -> Py {

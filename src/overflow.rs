@@ -4,7 +4,6 @@
 
 use crate::dump::OverflowLevel;
 use crate::json::{Store, Val};
-use crate::pyfmt::py_str;
 
 /// `has_nan_inf`: a dict whose top-level Max/Min/Mean prints as inf/-inf/nan.
 fn has_nan_inf(store: &Store, v: Val) -> bool {
@@ -14,8 +13,17 @@ fn has_nan_inf(store: &Store, v: Val) -> bool {
     for (k, x) in store.obj(v) {
         let k = store.key(*k);
         if k == "Max" || k == "Min" || k == "Mean" {
-            let s = py_str(store, *x).to_lowercase();
-            if s == "inf" || s == "-inf" || s == "nan" {
+            // `str(v).lower() in ('inf', '-inf', 'nan')`: only floats and strings can print so.
+            let hit = match x {
+                Val::Float(f) => !f.is_finite(),
+                Val::Str(r) => {
+                    let s = store.str(*r);
+                    s.len() <= 4
+                        && matches!(s.to_ascii_lowercase().as_str(), "inf" | "-inf" | "nan")
+                }
+                _ => false,
+            };
+            if hit {
                 return true;
             }
         }
