@@ -31,11 +31,11 @@ if ! tool_is wasm-pack "$WASM_PACK_VERSION"; then
 fi
 
 # 3. Browser for the e2e tests, from Debian, only when missing.
-if ! command -v chromium >/dev/null 2>&1; then
-  say "installing chromium from Debian"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  say "installing chromium and chromium-driver from Debian"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y chromium
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y chromium chromium-driver
 fi
 
 # 4. JS dev dependencies (binaryen = wasm-opt 132, playwright-core, typescript, eslint) exactly from the lockfile,

@@ -24,6 +24,10 @@ cargo clippy --release --target wasm32-unknown-unknown --no-default-features --f
 step "cargo test (core, CLI, msprobe fidelity, bad inputs)"
 cargo test --release
 
+step "wasm bindings: wasm-bindgen-test in headless Chromium"
+CHROMEDRIVER="$(command -v chromedriver)" CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+  cargo test --target wasm32-unknown-unknown --no-default-features --features wasm --test web
+
 step "page: build (dist/ and dist/probelens.html)"
 npm run build
 

@@ -1,0 +1,181 @@
+//! The WebAssembly bindings, run headless in Chromium by wasm-bindgen-test-runner:
+//! `Session` over real fixture files (qwen_L0, step 0, with the layer mapping), checked against
+//! msprobe's numbers for that case (reference/map/summary.json: NPU 81 nodes, 46 matched,
+//! precision 0 x4 and 1 x41; Bench 85 nodes, 46 matched).
+
+#![cfg(target_arch = "wasm32")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use probelens::wasm::Session;
+use wasm_bindgen::JsValue;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+macro_rules! fixture {
+    ($side:literal, $proc:literal, $file:literal) => {
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/qwen_L0/",
+            $side,
+            "/step0/",
+            $proc,
+            "/",
+            $file
+        ))
+    };
+}
+
+const MAPPING: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/qwen_L0/layer_mapping.yaml"
+));
+
+fn loaded() -> Session {
+    let mut s = Session::new();
+    for (name, bytes) in [
+        ("dump.json", &fixture!("npu", "proc24688", "dump.json")[..]),
+        (
+            "construct.json",
+            &fixture!("npu", "proc24688", "construct.json")[..],
+        ),
+        (
+            "stack.json",
+            &fixture!("npu", "proc24688", "stack.json")[..],
+        ),
+    ] {
+        s.add_file("npu", name, bytes).unwrap();
+    }
+    // The bench side arrives in chunks, as the page streams large files.
+    for (name, bytes) in [
+        (
+            "dump.json",
+            &fixture!("bench", "proc24439", "dump.json")[..],
+        ),
+        (
+            "construct.json",
+            &fixture!("bench", "proc24439", "construct.json")[..],
+        ),
+        (
+            "stack.json",
+            &fixture!("bench", "proc24439", "stack.json")[..],
+        ),
+    ] {
+        s.begin_file("bench", name, bytes.len() as f64).unwrap();
+        for chunk in bytes.chunks(4096) {
+            s.append_chunk("bench", name, chunk).unwrap();
+        }
+    }
+    s
+}
+
+fn options(mapping: Option<&str>) -> String {
+    serde_json::json!({"step": 0, "rank": 0, "layerMapping": mapping, "fuzzy": false, "overflowCheck": false}).to_string()
+}
+
+fn run(s: &mut Session, mapping: Option<&str>) -> serde_json::Value {
+    serde_json::from_str(&s.run(&options(mapping)).unwrap()).unwrap()
+}
+
+#[wasm_bindgen_test]
+fn layout_of_rank_folders() {
+    let s = loaded();
+    let l: serde_json::Value = serde_json::from_str(&s.layout().unwrap()).unwrap();
+    assert_eq!(l["npu"]["kind"], "files");
+    assert_eq!(l["npu"]["steps"], serde_json::json!([0]));
+}
+
+#[wasm_bindgen_test]
+fn run_matches_msprobe_counts() {
+    let mut s = loaded();
+    let r = run(&mut s, Some(MAPPING));
+    assert_eq!(r["graphType"], "compare");
+    assert_eq!(r["task"], "summary");
+    let npu = &r["npu"];
+    let n = npu["names"].as_array().unwrap().len();
+    let matched = npu["matched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m.as_i64() != Some(-1))
+        .count();
+    let p0 = npu["precision"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.as_f64() == Some(0.0))
+        .count();
+    let p1 = npu["precision"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.as_f64() == Some(1.0))
+        .count();
+    assert_eq!((n, matched, p0, p1), (81, 46, 4, 41));
+    let bench = &r["bench"];
+    assert_eq!(bench["names"].as_array().unwrap().len(), 85);
+    // Pre-order: the root first, subtree ends consistent.
+    assert_eq!(npu["names"][0], "DefaultModel");
+    assert_eq!(npu["subtreeEnd"][0].as_u64(), Some(n as u64));
+}
+
+#[wasm_bindgen_test]
+fn node_details_and_manual_unmatch() {
+    let mut s = loaded();
+    let r = run(&mut s, Some(MAPPING));
+    let matched = r["npu"]["matched"].as_array().unwrap();
+    let idx = (1..matched.len())
+        .find(|i| matched[*i].as_i64() != Some(-1))
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_str(&s.node("npu", idx as u32).unwrap()).unwrap();
+    assert!(!d["matchedNodeLink"].as_array().unwrap().is_empty());
+    assert!(d["rows"].as_array().is_some());
+    let changes: serde_json::Value =
+        serde_json::from_str(&s.unmatch("npu", idx as u32).unwrap()).unwrap();
+    let npu_changes = changes["npu"].as_array().unwrap();
+    assert!(npu_changes
+        .iter()
+        .any(|c| c[0].as_u64() == Some(idx as u64) && c[2].as_i64() == Some(-1)));
+    // And back.
+    let b = matched[idx].as_i64().unwrap() as u32;
+    let again: serde_json::Value =
+        serde_json::from_str(&s.match_nodes(idx as u32, b, false).unwrap()).unwrap();
+    assert!(again["npu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c[0].as_u64() == Some(idx as u64)));
+}
+
+#[wasm_bindgen_test]
+fn bad_file_error_names_side_and_file() {
+    let mut s = loaded();
+    s.add_file(
+        "bench",
+        "dump.json",
+        b"{\"task\": \"statistics\", \"data\": {\"x\": [1, 2",
+    )
+    .unwrap();
+    let err = s.run(&options(None)).unwrap_err();
+    let side = js_sys::Reflect::get(&err, &JsValue::from_str("side")).unwrap();
+    assert_eq!(side.as_string().as_deref(), Some("bench"));
+    let msg = js_sys::Reflect::get(&err, &JsValue::from_str("message"))
+        .unwrap()
+        .as_string()
+        .unwrap();
+    assert!(msg.starts_with("dump.json: line 1, column"), "{msg}");
+    let err = s.check("bench").unwrap_err();
+    let file = js_sys::Reflect::get(&err, &JsValue::from_str("file")).unwrap();
+    assert_eq!(file.as_string().as_deref(), Some("dump.json"));
+}
+
+#[wasm_bindgen_test]
+fn bad_yaml_is_reported_with_its_line() {
+    let mut s = loaded();
+    let err = s.run(&options(Some("A:\n  b: c\n d: e\n"))).unwrap_err();
+    let msg = js_sys::Reflect::get(&err, &JsValue::from_str("message"))
+        .unwrap()
+        .as_string()
+        .unwrap();
+    assert!(msg.contains("line 3"), "{msg}");
+}
