@@ -21,6 +21,12 @@ const DEMO = {
   mapping: path.join(DEMO_CASE, 'layer_mapping.yaml'),
 };
 const MAPPINGS = path.join(ROOT, 'mappings');
+/** sql.js (npm), the browser build: reads msprobe's .vis.db files in the worker. */
+const SQLJS = path.join(ROOT, 'node_modules', 'sql.js', 'dist');
+const SQLJS_JS = path.join(SQLJS, 'sql-wasm-browser.js');
+const SQLJS_WASM = path.join(SQLJS, 'sql-wasm-browser.wasm');
+/** The import path of sql.js in worker.js; the file exists only in dist/ (generated below). */
+const SQLJS_IMPORT = './vendor/sql-wasm.js';
 
 /** Single-file CSP: everything inline; the inline module is allowed by its hash. */
 const singleCsp = (hash) =>
@@ -85,7 +91,7 @@ function stripModule(file, allowedDefaultImports = new Set()) {
   const rel = path.relative(ROOT, file);
   src = src.replace(IMPORT_RE, (_all, spec, from) => {
     const named = /^\{\s*[\w$]+(?:\s*,\s*[\w$]+)*\s*,?\s*\}$/.test(spec);
-    const withDefault = /^[\w$]+\s*,\s*\{\s*[\w$]+(?:\s*,\s*[\w$]+)*\s*,?\s*\}$/.test(spec);
+    const withDefault = /^[\w$]+(\s*,\s*\{\s*[\w$]+(?:\s*,\s*[\w$]+)*\s*,?\s*\})?$/.test(spec);
     if (!named && !(withDefault && allowedDefaultImports.has(from))) fail(`${rel}: unsupported import form: import ${spec}`);
     return `// (bundled) import ${spec.replace(/\s+/g, ' ')} from '${from}'`;
   });
@@ -132,6 +138,22 @@ function wrappedGlue() {
   return `const { Session, initSync, init } = (() => {\n${glue}\nreturn { Session, initSync, init: ${initName} };\n})();\n`;
 }
 
+/**
+ * sql.js is a classic script that defines `initSqlJs` (and assigns the undeclared `module`, which a
+ * module's strict mode refuses): declare `module` locally and hand `initSqlJs` out.
+ * @param {'module' | 'classic'} kind ES module for the served site, or an expression for the worker bundle
+ */
+function wrappedSqlJs(kind) {
+  const src = fs.readFileSync(SQLJS_JS, 'utf8');
+  if (/\bimport\.meta\b|^\s*(import|export)\s/m.test(src)) fail('sql.js: unexpected import/export in sql-wasm-browser.js');
+  if (kind === 'module') return `// sql.js ${sqlJsVersion()} (MIT), wrapped as an ES module by scripts/build-site.mjs\nvar module;\n${src}\nexport default initSqlJs;\n`;
+  return `const initSqlJs = (() => {\nvar module;\n${src}\nreturn initSqlJs;\n})();\n`;
+}
+
+function sqlJsVersion() {
+  return JSON.parse(fs.readFileSync(path.join(SQLJS, '..', 'package.json'), 'utf8')).version;
+}
+
 /** JSON for embedding in an inline <script>: no '<' at all, so no '</script' or '<!--'. */
 const js = (v) => JSON.stringify(v).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 const gzB64 = (buf) => zlib.gzipSync(buf, { level: 9 }).toString('base64');
@@ -143,6 +165,7 @@ function main() {
   const wasmFile = path.join(PKG, 'probelens_bg.wasm');
   if (!fs.existsSync(glueFile)) fail('www/pkg/probelens.js is missing: run `npm run build:wasm` first');
   const haveWasm = fs.existsSync(wasmFile);
+  if (!fs.existsSync(SQLJS_JS) || !fs.existsSync(SQLJS_WASM)) fail('node_modules/sql.js is missing: run `npm ci`');
   if (!haveWasm) console.warn('build-site: warning: www/pkg/probelens_bg.wasm is missing (development stub?)');
 
   fs.rmSync(DIST, { recursive: true, force: true });
@@ -156,6 +179,10 @@ function main() {
   fs.writeFileSync(path.join(DIST, 'index.html'), indexHtml.replace('<!--CSP-->\n', ''));
   copy(glueFile, path.join(DIST, 'pkg', 'probelens.js'));
   if (haveWasm) copy(wasmFile, path.join(DIST, 'pkg', 'probelens_bg.wasm'));
+  fs.mkdirSync(path.join(DIST, 'vendor'), { recursive: true });
+  fs.writeFileSync(path.join(DIST, 'vendor', 'sql-wasm.js'), wrappedSqlJs('module'));
+  copy(SQLJS_WASM, path.join(DIST, 'vendor', 'sql-wasm.wasm'));
+  copy(path.join(SQLJS, '..', 'LICENSE'), path.join(DIST, 'vendor', 'sql.js-LICENSE.txt'));
 
   const demoSides = {};
   for (const side of ['npu', 'bench']) {
@@ -182,11 +209,12 @@ function main() {
   fs.writeFileSync(path.join(DIST, 'mappings', 'index.json'), JSON.stringify(templates));
 
   // 2. The single file.
-  const workerParts = collect(path.join(WWW, 'worker.js'), new Set([glueFile])).map((file) => ({
+  const sqlFile = path.join(WWW, SQLJS_IMPORT);
+  const workerParts = collect(path.join(WWW, 'worker.js'), new Set([glueFile, sqlFile])).map((file) => ({
     file,
-    src: stripModule(file, new Set(['./pkg/probelens.js'])),
+    src: stripModule(file, new Set(['./pkg/probelens.js', SQLJS_IMPORT])),
   }));
-  const workerSrc = `"use strict";\n${wrappedGlue()}\n${workerParts.map((p) => `// ---- ${path.relative(WWW, p.file)}\n${p.src}`).join('\n')}`;
+  const workerSrc = `"use strict";\n${wrappedGlue()}\n${wrappedSqlJs('classic')}\n${workerParts.map((p) => `// ---- ${path.relative(WWW, p.file)}\n${p.src}`).join('\n')}`;
 
   if (/\bimport\.meta\b|^\s*(import|export)\s/m.test(workerSrc.replace(/^\s*\/\/.*$/gm, ''))) fail('the worker bundle is not a classic script');
   const appParts = collect(path.join(WWW, 'single.js')).map((file) => ({ file, src: stripModule(file) }));
@@ -201,6 +229,7 @@ function main() {
   };
   const tplInline = Object.fromEntries(templates.map((t) => [t, fs.readFileSync(path.join(MAPPINGS, t), 'utf8')]));
   const wasmGz = haveWasm ? gzB64(fs.readFileSync(wasmFile)) : '';
+  const sqlWasmGz = gzB64(fs.readFileSync(SQLJS_WASM));
 
   const appCode = appParts.map((p) => `// ---- ${path.relative(WWW, p.file)}\n${p.src}`).join('\n');
   for (const bad of [/<\/script/i, /<!--/, /<script/i]) {
@@ -208,6 +237,7 @@ function main() {
   }
   const script =
     `\nconst __PL_WASM_GZ = ${js(wasmGz)};\n` +
+    `const __PL_SQL_WASM_GZ = ${js(sqlWasmGz)};\n` +
     `const __PL_WORKER_SRC = ${js(workerSrc)};\n` +
     `const __PL_DEMO = ${js(demoInline)};\n` +
     `const __PL_TEMPLATES = ${js(tplInline)};\n` +

@@ -11,7 +11,7 @@ export default [
     languageOptions: {
       ecmaVersion: 2024,
       sourceType: 'module',
-      globals: { ...globals.browser, __PL_WASM_GZ: 'readonly', __PL_WORKER_SRC: 'readonly', __PL_DEMO: 'readonly', __PL_TEMPLATES: 'readonly' },
+      globals: { ...globals.browser, __PL_WASM_GZ: 'readonly', __PL_WORKER_SRC: 'readonly', __PL_DEMO: 'readonly', __PL_TEMPLATES: 'readonly', __PL_SQL_WASM_GZ: 'readonly' },
     },
   },
   {

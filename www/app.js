@@ -3,11 +3,16 @@
 import { CoreClient, CoreError } from './client.js';
 import { SIDES, STAGES, unpackRunResult } from './protocol.js';
 import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml } from './loader.js';
-import { classify, OVERFLOW_COLORS } from './colors.js';
+import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS } from './colors.js';
 import { TreeModel } from './tree.js';
 import { GraphView } from './graphview.js';
 import { Outline } from './outline.js';
 import { DetailsPanel } from './details.js';
+import { Minimap } from './minimap.js';
+import { NodeList } from './listview.js';
+import { searchNames, filterNodes, firstDivergence } from './analysis.js';
+import { toCsv } from './csv.js';
+import { t, detectLang, setLang, getLang, translateDom } from './i18n.js';
 
 /** @typedef {import('./protocol.js').Side} Side */
 /** @typedef {import('./protocol.js').RunResult} RunResult */
@@ -22,6 +27,23 @@ import { DetailsPanel } from './details.js';
  * @property {() => Promise<Demo>} loadDemo
  * @property {() => Promise<string[]>} listTemplates  bundled mapping templates (mappings/*.yaml)
  * @property {(name: string) => Promise<string>} getTemplate
+ * @property {() => Promise<ArrayBuffer>} sqlWasm  the sql.js module bytes (for opening a .vis.db)
+ */
+
+/**
+ * One undoable match operation: per changed node `[old matched, new matched, old precision, new precision]`
+ * (NPU) or `[old matched, new matched]` (Bench), and the hand-made pairs before and after.
+ * @typedef {object} HistoryEntry
+ * @property {string} label
+ * @property {Map<number, [number, number, number, number]>} npu
+ * @property {Map<number, [number, number]>} bench
+ * @property {Map<number, number>} manualBefore
+ * @property {Map<number, number>} manualAfter
+ */
+
+/**
+ * The view state carried in the URL hash.
+ * @typedef {{lang?: string, step?: number, rank?: number, micro?: number, sel?: {side: Side, name: string}, open: Partial<Record<Side, string[] | '*'>>, switched?: boolean}} HashState
  */
 
 /**
@@ -90,6 +112,22 @@ export function startApp(host) {
     loads: 0,
     /** which pane shows the single graph of a build result */
     buildSide: /** @type {Side} */ ('npu'),
+    /** 'dump': dump folders through the core; 'vis': a msprobe output file */
+    mode: /** @type {'dump' | 'vis'} */ ('dump'),
+    /** @type {import('./protocol.js').VisMeta | null} */
+    vis: null,
+    /** nodes picked for a manual match, per side (-1: none) */
+    pick: /** @type {Record<Side, number>} */ ({ npu: -1, bench: -1 }),
+    /** hand-made pairs: NPU index → Bench index */
+    manual: /** @type {Map<number, number>} */ (new Map()),
+    /** @type {{undo: HistoryEntry[], redo: HistoryEntry[]}} */
+    history: { undo: [], redo: [] },
+    matching: false,
+    /** @type {Record<Side, Map<string, number>> | null} node indexes by name, built on demand */
+    nameIndex: null,
+    /** @type {HashState | null} view state waiting for its files */
+    pendingHash: null,
+    restoring: false,
   };
 
   // ---------------------------------------------------------------- elements
@@ -99,13 +137,16 @@ export function startApp(host) {
   const views = /** @type {any} */ ({});
   /** @type {Record<Side, Outline>} */
   const outlines = /** @type {any} */ ({});
+  /** @type {Record<Side, Minimap>} */
+  const minimaps = /** @type {any} */ ({});
   for (const side of SIDES) {
     views[side] = new GraphView(/** @type {HTMLCanvasElement} */ ($(`${side}-canvas`)), {
-      onSelect: (i) => select(paneToGraph(side), i, 'canvas'),
+      onSelect: (i, e) => select(paneToGraph(side), i, 'canvas', e),
       onToggle: (i) => toggle(paneToGraph(side), i),
     });
+    minimaps[side] = new Minimap(/** @type {HTMLElement} */ ($(`${side}-canvas`).parentElement), views[side]);
     outlines[side] = new Outline($(`${side}-outline`), side, {
-      onSelect: (i) => select(paneToGraph(side), i, 'outline'),
+      onSelect: (i, e) => select(paneToGraph(side), i, 'outline', e),
       onToggle: (i, open) => toggle(paneToGraph(side), i, open),
     });
     const pane = $(`${side}-pane`);
@@ -119,6 +160,7 @@ export function startApp(host) {
           m.setAll(act === 'expand-all');
           refresh(gs);
           views[side].fit();
+          writeHash();
         }
       });
     }
@@ -143,10 +185,10 @@ export function startApp(host) {
     progressEl.hidden = false;
     progressEl.dataset.stage = stage;
     if (done !== undefined && total) {
-      progressStage.textContent = `${stage} — ${fmtBytes(done)} of ${fmtBytes(total)}`;
+      progressStage.textContent = t('{stage} — {done} of {total}', { stage: t(stage), done: fmtBytes(done), total: fmtBytes(total) });
       progressBar.value = done / total;
     } else {
-      progressStage.textContent = `${stage}…`;
+      progressStage.textContent = `${t(stage)}…`;
       progressBar.removeAttribute('value');
     }
   }
@@ -154,7 +196,7 @@ export function startApp(host) {
     progressEl.hidden = true;
   }
 
-  /** @param {'npu' | 'bench' | 'mapping' | 'load'} where @param {string} [msg] */
+  /** @param {'npu' | 'bench' | 'mapping' | 'load' | 'vis'} where @param {string} [msg] */
   function setError(where, msg) {
     const el = $(`${where}-error`);
     el.textContent = msg ?? '';
@@ -211,9 +253,9 @@ export function startApp(host) {
   function showSource(side, note) {
     const src = S.sources[side];
     $(`${side}-src`).textContent = src
-      ? `${src.label} — ${src.files.length} file${src.files.length === 1 ? '' : 's'}, ` +
-        `${fmtBytes(src.files.reduce((s, f) => s + f.size, 0))}${note ? ` (${note})` : ''}`
-      : 'drop a dump folder here';
+      ? `${src.label} — ${t(src.files.length === 1 ? '{n} file' : '{n} files', { n: src.files.length })}, ` +
+        `${fmtBytes(src.files.reduce((s, f) => s + f.size, 0))}${note ? ` (${t(note)})` : ''}`
+      : t('drop a dump folder here');
   }
 
   /**
@@ -231,6 +273,7 @@ export function startApp(host) {
     for (const s of changed) setError(s);
     setError('load');
     setError('mapping');
+    setError('vis');
     try {
       if (!S.sources.npu && !S.sources.bench) {
         clearDisplay();
@@ -252,7 +295,7 @@ export function startApp(host) {
           );
           // Parse a newly chosen side now, so a broken file shows before the other side is read.
           if (changed.includes(side) && src.files.reduce((s, f) => s + f.size, 0) <= CHECK_LIMIT && seq === S.loadSeq) {
-            progress(`Checking ${side === 'npu' ? 'NPU' : 'Bench'} files`);
+            progress(side === 'npu' ? 'Checking NPU files' : 'Checking Bench files');
             await client.request({ type: 'check', side: slot });
           }
         } catch (e) {
@@ -270,6 +313,7 @@ export function startApp(host) {
         if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
       }));
       if (seq !== S.loadSeq) return;
+      setMode('dump');
       S.applied = { ...S.sources };
       S.layout = layout;
       S.sessionGen = client.generation;
@@ -288,7 +332,7 @@ export function startApp(host) {
       // Keep showing (and using) the previous result; the new choice stays on its card with the error,
       // so that choosing the other side next loads both.
       if (S.layout) updateSelectors(S.layout);
-      for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
+      if (S.mode === 'dump') for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
       window.__probelens.errors.push({ where, message: e instanceof Error ? e.message : String(e) });
     } finally {
       if (seq === S.loadSeq) {
@@ -302,6 +346,7 @@ export function startApp(host) {
 
   /** Re-runs the current session with new options (no file reading). */
   async function rerun() {
+    if (S.mode === 'vis') return runVis();
     const same = S.sources.npu === S.applied.npu && S.sources.bench === S.applied.bench;
     if (!S.result || !same || S.sessionGen !== client.generation || S.running) return load([]);
     const seq = ++S.loadSeq;
@@ -359,7 +404,7 @@ export function startApp(host) {
     for (const v of values) {
       const o = document.createElement('option');
       o.value = String(v);
-      o.textContent = `${label} ${v}`;
+      o.textContent = `${t(label)} ${v}`;
       sel.append(o);
     }
     if (values.map(String).includes(keep)) sel.value = keep;
@@ -377,9 +422,10 @@ export function startApp(host) {
       outlines[side].setModel(null, [], false);
     }
     details.clear('Load a dump folder on each side.');
-    $('summary').textContent = 'No data loaded.';
+    $('summary').textContent = t('No data loaded.');
     $('legend').replaceChildren();
     $('diagnostics').replaceChildren();
+    resetTools();
   }
 
   // ---------------------------------------------------------------- showing a result
@@ -400,10 +446,7 @@ export function startApp(host) {
     const single = !result.bench;
     panesEl.classList.toggle('single', single);
     S.buildSide = single && !S.applied.npu && S.applied.bench ? 'bench' : 'npu';
-    $('npu-title').textContent = single
-      ? `${S.buildSide === 'npu' ? 'Debug / NPU' : 'Bench'} — build graph`
-      : 'Debug / NPU';
-    $('bench-title').textContent = 'Bench';
+    renderTitles();
     for (const side of SIDES) {
       const m = single ? (side === 'npu' ? S.models.npu : null) : S.models[side];
       outlines[side].setModel(m, classes.bins, compare);
@@ -414,7 +457,18 @@ export function startApp(host) {
     renderDiagnostics(result);
     details.clear(compare ? 'Select a node to compare its tensors.' : 'Select a node to see its tensors.');
     window.__probelens.lastResult = result;
+    resetTools();
+    setupMicroSteps(result);
     window.__probelens.timings.displayMs = performance.now() - t0;
+    applyPendingHash();
+  }
+
+  function renderTitles() {
+    const single = !!S.result && !S.result.bench;
+    $('npu-title').textContent = single
+      ? t('{side} — build graph', { side: t(S.buildSide === 'npu' ? 'Debug / NPU' : 'Bench') })
+      : t('Debug / NPU');
+    $('bench-title').textContent = t('Bench');
   }
 
   /**
@@ -436,10 +490,10 @@ export function startApp(host) {
       const sw = document.createElement('span');
       sw.className = 'sw';
       sw.style.background = b.color;
-      const t = document.createElement('span');
-      t.textContent = `${compare ? b.label : 'nodes'} ${counts[k]}`;
+      const tx = document.createElement('span');
+      tx.textContent = `${compare ? t(b.label) : t('nodes')} ${counts[k]}`;
       li.title = b.description + (Number.isFinite(b.lo) ? ` [${b.lo}, ${b.hi}${b.last ? ']' : ')'}` : '');
-      li.append(sw, t);
+      li.append(sw, tx);
       ul.append(li);
     });
     /** @type {Map<string, [number, number]>} overflow level → [NPU count, Bench count] */
@@ -460,13 +514,15 @@ export function startApp(host) {
       const li = document.createElement('li');
       li.dataset.overflow = level;
       li.dataset.count = String(counts[0]);
-      li.title = result.bench ? `overflow ${level}: ${counts[0]} NPU nodes, ${counts[1]} Bench nodes` : `overflow ${level}`;
+      li.title = result.bench
+        ? t('overflow {level}: {n} NPU nodes, {b} Bench nodes', { level, n: counts[0], b: counts[1] })
+        : t('overflow {level}', { level });
       const sw = document.createElement('span');
       sw.className = 'sw ov';
       sw.style.background = OVERFLOW_COLORS[level] ?? '#888';
-      const t = document.createElement('span');
-      t.textContent = `overflow ${level} ${n}`;
-      li.append(sw, t);
+      const tx = document.createElement('span');
+      tx.textContent = `${t('overflow {level}', { level })} ${n}`;
+      li.append(sw, tx);
       ul.append(li);
     }
   }
@@ -488,7 +544,7 @@ export function startApp(host) {
     el.dataset.npuNodes = String(n);
     if (!compare || !result.bench) {
       el.dataset.benchNodes = '0';
-      el.textContent = `${n} nodes (build graph${result.task ? `, task ${result.task}` : ''})`;
+      el.textContent = t('{n} nodes (build graph)', { n }) + (S.mode === 'vis' && S.vis ? ` · ${S.vis.name}` : '');
       return;
     }
     const nb = result.bench.names.length;
@@ -501,8 +557,9 @@ export function startApp(host) {
       errors: String(errors), warnings: String(warnings),
     });
     el.textContent =
-      `NPU ${n} nodes · Bench ${nb} nodes · matched ${mN} · unmatched ${n - mN} NPU / ${nb - mB} Bench · ` +
-      `errors ${errors} · warnings ${warnings}` + (result.task ? ` · task ${result.task}` : '');
+      t('NPU {n} nodes · Bench {nb} nodes · matched {m} · unmatched {un} NPU / {ub} Bench · errors {e} · warnings {w}', {
+        n, nb, m: mN, un: n - mN, ub: nb - mB, e: errors, w: warnings,
+      }) + (result.task ? ` · ${t('task {task}', { task: result.task })}` : '') + (S.mode === 'vis' && S.vis ? ` · ${S.vis.name}` : '');
   }
 
   /** @param {RunResult} result */
@@ -529,11 +586,25 @@ export function startApp(host) {
    * @param {Side} side graph side of the node
    * @param {number} i
    * @param {'canvas' | 'outline' | 'api'} from
+   * @param {MouseEvent} [e] the click (Ctrl/Cmd: only pick the node for a manual match)
    */
-  function select(side, i, from) {
+  function select(side, i, from, e) {
     const m = S.models[side];
     if (!m || i < 0 || i >= m.n) return;
+    if (e && (e.ctrlKey || e.metaKey) && S.result?.bench) {
+      S.pick[side] = i;
+      renderPicks();
+      return;
+    }
+    if (!m.inStep(i)) setMicroStep(-1);
     S.selection = { side, index: i };
+    if (S.result?.bench) {
+      // The selected node becomes the match pick of its side; a matched node brings its counterpart.
+      S.pick[side] = i;
+      const peer = m.g.matched[i];
+      if (peer >= 0) S.pick[otherSide(side)] = peer;
+      renderPicks();
+    }
     if (m.reveal(i)) refresh(side);
     const pane = graphToPane(side);
     views[pane].selected = i;
@@ -562,6 +633,8 @@ export function startApp(host) {
       }
     }
     loadDetails(side, i);
+    renderMatchButtons();
+    writeHash();
   }
 
   /** @param {Side} side @param {number} i */
@@ -593,6 +666,7 @@ export function startApp(host) {
     if (!want && i === 0) return; // the root stays open
     if (!m.setExpanded(i, want)) return;
     refresh(side);
+    writeHash();
     const sync = /** @type {HTMLInputElement} */ ($('opt-sync')).checked;
     const other = otherSide(side);
     const om = S.models[other];
@@ -684,7 +758,7 @@ export function startApp(host) {
     mappingSelect.replaceChildren();
     const none = document.createElement('option');
     none.value = '';
-    none.textContent = 'no YAML (built-in rules)';
+    none.textContent = t('no YAML (built-in rules)');
     mappingSelect.append(none);
     for (const m of S.mappings) {
       const o = document.createElement('option');
@@ -815,6 +889,907 @@ export function startApp(host) {
     setDetailsHeight($('details').getBoundingClientRect().height + (e.key === 'ArrowUp' ? 30 : -30));
   });
 
+  // ---------------------------------------------------------------- mode (dump folders / msprobe file)
+  /** @param {'dump' | 'vis'} mode */
+  function setMode(mode) {
+    S.mode = mode;
+    document.body.dataset.mode = mode;
+    for (const id of ['opt-lm', 'opt-fm', 'opt-oc', 'mapping-select', 'mapping-file']) {
+      /** @type {HTMLInputElement | HTMLSelectElement} */ ($(id)).disabled = mode === 'vis';
+    }
+    if (mode === 'dump') {
+      S.vis = null;
+      $('vis-src').textContent = '.vis.db / .vis';
+    }
+  }
+
+  // ---------------------------------------------------------------- msprobe output files
+  /** @param {File} file */
+  async function openVis(file) {
+    const seq = ++S.loadSeq;
+    if (S.running) client.restart().catch(() => {});
+    S.running = true;
+    setState('loading');
+    setError('vis');
+    setError('load');
+    try {
+      progress(STAGES.openVis);
+      await client.start();
+      const bytes = await file.arrayBuffer();
+      const sqlWasm = await host.sqlWasm();
+      const meta = await client.request({ type: 'openVis', name: file.name, bytes, sqlWasm }, [bytes, sqlWasm]);
+      if (seq !== S.loadSeq) return;
+      setMode('vis');
+      S.vis = meta;
+      S.sources = { npu: null, bench: null };
+      S.applied = { npu: null, bench: null };
+      S.sessionGen = client.generation;
+      const layout = {
+        npu: { kind: /** @type {'steps' | 'ranks' | 'files'} */ (meta.steps.length > 1 ? 'steps' : meta.ranks.length > 1 ? 'ranks' : 'files'), steps: meta.steps, ranks: meta.ranks },
+        bench: null,
+      };
+      S.layout = layout;
+      // A new file starts at its first step and rank.
+      for (const id of ['step-select', 'rank-select']) $(id).replaceChildren();
+      updateSelectors(layout);
+      for (const side of SIDES) {
+        setError(side);
+        $(`${side}-src`).textContent = t('not used: showing {file}', { file: file.name });
+      }
+      $('vis-src').textContent = `${file.name} — ${meta.kind === 'db' ? '.vis.db' : t('.vis JSON (msprobe ≤ 8.1)')}`;
+      const result = unpackRunResult(await client.request({ type: 'runVis', step: visStep(), rank: visRank() }));
+      if (seq !== S.loadSeq) return;
+      display(result);
+    } catch (e) {
+      if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
+      const msg = e instanceof Error ? e.message : String(e);
+      setError('vis', msg);
+      window.__probelens.errors.push({ where: 'vis', message: msg });
+    } finally {
+      if (seq === S.loadSeq) {
+        S.running = false;
+        progressDone();
+        setState(S.result ? 'ready' : 'empty');
+        document.body.dataset.loads = String(++S.loads);
+      }
+    }
+  }
+
+  const visStep = () => Number(/** @type {HTMLSelectElement} */ ($('step-select')).value || S.vis?.steps[0] || 0);
+  const visRank = () => Number(/** @type {HTMLSelectElement} */ ($('rank-select')).value || S.vis?.ranks[0] || 0);
+
+  /** Shows another step/rank of the opened file. */
+  async function runVis() {
+    const seq = ++S.loadSeq;
+    S.running = true;
+    setState('loading');
+    setError('vis');
+    try {
+      progress(STAGES.openVis);
+      const result = unpackRunResult(await client.request({ type: 'runVis', step: visStep(), rank: visRank() }));
+      if (seq !== S.loadSeq) return;
+      display(result);
+    } catch (e) {
+      if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
+      const msg = e instanceof Error ? e.message : String(e);
+      setError('vis', msg);
+      window.__probelens.errors.push({ where: 'vis', message: msg });
+    } finally {
+      if (seq === S.loadSeq) {
+        S.running = false;
+        progressDone();
+        setState(S.result ? 'ready' : 'empty');
+        document.body.dataset.loads = String(++S.loads);
+      }
+    }
+  }
+
+  $('vis-file').addEventListener('change', () => {
+    const input = /** @type {HTMLInputElement} */ ($('vis-file'));
+    const f = input.files?.[0];
+    if (f) openVis(f);
+    input.value = '';
+  });
+  $('vis-card').addEventListener('dragover', (e) => {
+    e.preventDefault();
+    $('vis-card').classList.add('drop-hover');
+  });
+  $('vis-card').addEventListener('dragleave', () => $('vis-card').classList.remove('drop-hover'));
+  $('vis-card').addEventListener('drop', (e) => {
+    e.preventDefault();
+    $('vis-card').classList.remove('drop-hover');
+    const f = e.dataTransfer?.files?.[0];
+    if (f) openVis(f);
+  });
+
+  // ---------------------------------------------------------------- micro steps
+  /** @param {RunResult} result */
+  function setupMicroSteps(result) {
+    const sel = /** @type {HTMLSelectElement} */ ($('micro-select'));
+    const n = result.microSteps ?? 1;
+    sel.replaceChildren();
+    $('micro-wrap').hidden = !(n > 1);
+    if (!(n > 1)) return;
+    const all = document.createElement('option');
+    all.value = '-1';
+    all.textContent = t('all');
+    sel.append(all);
+    for (let k = 0; k < n; k++) {
+      const o = document.createElement('option');
+      o.value = String(k);
+      o.textContent = String(k);
+      sel.append(o);
+    }
+    sel.value = '-1';
+  }
+
+  /** Shows only the root children of micro step k (-1: all) in both panes. @param {number} k */
+  function setMicroStep(k) {
+    const sel = /** @type {HTMLSelectElement} */ ($('micro-select'));
+    if (sel.querySelector(`option[value="${k}"]`)) sel.value = String(k);
+    let changed = false;
+    for (const side of SIDES) {
+      const m = S.models[side];
+      if (m && m.setMicroStep(k)) {
+        changed = true;
+        refresh(side);
+        views[graphToPane(side)].fit();
+      }
+    }
+    if (changed) {
+      runSearch();
+      runFilter();
+      writeHash();
+    }
+  }
+  $('micro-select').addEventListener('change', () => setMicroStep(Number(/** @type {HTMLSelectElement} */ ($('micro-select')).value)));
+
+  // ---------------------------------------------------------------- search
+  const searchSide = /** @type {HTMLSelectElement} */ ($('search-side'));
+  const searchInput = /** @type {HTMLInputElement} */ ($('search-input'));
+  const searchRegex = /** @type {HTMLInputElement} */ ($('search-regex'));
+  /** @param {Side} side @returns {ListSourceFns} */
+  const listFns = (side) => ({
+    label: (i) => S.models[side]?.g.names[i] ?? '',
+    color: (i) => {
+      const m = S.models[side];
+      const b = m && S.classes ? S.classes.bins[m.cls[i]] : null;
+      return b ? b.color : '';
+    },
+  });
+  /** @typedef {{label: (i: number) => string, color: (i: number) => string}} ListSourceFns */
+  const countText = (/** @type {number} */ n, /** @type {number} */ pos) =>
+    pos >= 0 ? t('{pos} of {n}', { pos: pos + 1, n }) : t(n === 1 ? '{n} node' : '{n} nodes', { n });
+  const searchList = new NodeList($('search-box'), 'search', {
+    label: (i) => listFns(/** @type {Side} */ (searchSide.value)).label(i),
+    color: (i) => listFns(/** @type {Side} */ (searchSide.value)).color(i),
+    onPick: (i) => pickFromList(/** @type {Side} */ (searchSide.value), i),
+  }, countText);
+  let searchTimer = 0;
+  function runSearch() {
+    const side = /** @type {Side} */ (searchSide.value);
+    const m = S.models[side];
+    const msg = $('search-msg');
+    if (!m) {
+      searchList.setItems(new Int32Array(0));
+      msg.textContent = '';
+      return;
+    }
+    const { hits, error } = searchNames(m.g.names, searchInput.value, searchRegex.checked, (i) => m.inStep(i));
+    msg.textContent = error ? t('Invalid regular expression: {msg}', { msg: error }) : '';
+    msg.classList.toggle('err', !!error);
+    searchInput.setAttribute('aria-invalid', error ? 'true' : 'false');
+    searchList.setItems(hits);
+  }
+  searchInput.addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = window.setTimeout(runSearch, 120);
+  });
+  searchInput.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') {
+      e.preventDefault();
+      clearTimeout(searchTimer);
+      runSearch();
+      searchList.step(e.shiftKey ? -1 : 1);
+    } else if (e.key === 'ArrowDown') {
+      e.preventDefault();
+      searchList.el.focus();
+      searchList.step(1);
+    }
+  });
+  searchRegex.addEventListener('change', runSearch);
+  searchSide.addEventListener('change', runSearch);
+
+  /** Reveals, centres and selects a node chosen in a list. @param {Side} side @param {number} i */
+  function pickFromList(side, i) {
+    if (side === 'bench' && !S.result?.bench) return;
+    select(side, i, 'api');
+  }
+
+  // ---------------------------------------------------------------- filters
+  const filterSide = /** @type {HTMLSelectElement} */ ($('filter-side'));
+  const filterKind = /** @type {HTMLSelectElement} */ ($('filter-kind'));
+  const filterList = new NodeList($('filter-box'), 'filter', {
+    label: (i) => listFns(/** @type {Side} */ (filterSide.value)).label(i),
+    color: (i) => listFns(/** @type {Side} */ (filterSide.value)).color(i),
+    onPick: (i) => pickFromList(/** @type {Side} */ (filterSide.value), i),
+  }, countText);
+
+  /** Fills the filter choices from the result's legend, each with its count on the chosen side. */
+  function renderFilterKinds() {
+    const keep = filterKind.value;
+    filterKind.replaceChildren();
+    const side = /** @type {Side} */ (filterSide.value);
+    const m = S.models[side];
+    const none = document.createElement('option');
+    none.value = '';
+    none.textContent = t('— choose a filter —');
+    filterKind.append(none);
+    if (!m || !S.classes || !S.result) return;
+    const compare = !!S.result.bench;
+    /** @type {[string, string][]} */
+    const kinds = [];
+    if (compare) {
+      S.classes.bins.forEach((b, k) => {
+        if (Number.isFinite(b.lo)) kinds.push([`cls:${k}`, t(b.label)]);
+      });
+      kinds.push(['unmatched', t('unmatched only')], ['matched', t('matched only')]);
+    }
+    const levels = new Set();
+    for (const o of m.g.overflow) if (o) levels.add(o);
+    for (const level of levels) kinds.push([`overflow:${level}`, t('overflow {level}', { level })]);
+    for (const [value, label] of kinds) {
+      const o = document.createElement('option');
+      o.value = value;
+      o.textContent = `${label} (${filterNodes(m.g, m.cls, value, (i) => m.inStep(i)).length})`;
+      filterKind.append(o);
+    }
+    filterKind.value = kinds.some(([v]) => v === keep) ? keep : '';
+  }
+
+  function runFilter() {
+    const side = /** @type {Side} */ (filterSide.value);
+    const m = S.models[side];
+    renderFilterKinds();
+    if (!m || !filterKind.value) {
+      filterList.setItems(new Int32Array(0));
+      return;
+    }
+    const pos = filterList.pos;
+    filterList.setItems(filterNodes(m.g, m.cls, filterKind.value, (i) => m.inStep(i)));
+    if (pos >= 0 && pos < filterList.items.length) {
+      filterList.pos = pos;
+      filterList.updateCount();
+      filterList.render();
+    }
+  }
+  filterKind.addEventListener('change', () => {
+    filterList.pos = -1;
+    runFilter();
+  });
+  filterSide.addEventListener('change', () => {
+    filterList.pos = -1;
+    runFilter();
+  });
+
+  // ---------------------------------------------------------------- first divergence
+  $('diverge-btn').addEventListener('click', () => {
+    const msg = $('diverge-msg');
+    const r = S.result;
+    const c = S.classes;
+    msg.dataset.node = '';
+    if (!r || !c || !r.bench) {
+      msg.textContent = t('The first divergence needs a compare result (two sides).');
+      return;
+    }
+    const fd = firstDivergence(r.npu, c.npu, errorBin(c.bins), passBin(c.bins), c.unmatched, c.none);
+    if (!fd) {
+      msg.textContent = t('No node has an error verdict.');
+      return;
+    }
+    if (!S.models.npu?.inStep(fd.index)) setMicroStep(-1);
+    select('npu', fd.index, 'api');
+    const name = r.npu.names[fd.index];
+    const p = r.npu.precision[fd.index];
+    const params = { name, p: Number.isFinite(p) ? String(p) : '—', e: fd.earlierErrors, w: fd.earlierWarnings };
+    const pass = fd.phase === 'forward' ? t('forward') : t('backward');
+    msg.textContent =
+      (fd.phase === 'backward' ? t('No forward node is an error. ') : '') +
+      (fd.clean
+        ? t('{name} is the first {pass} node whose verdict is error (precision index {p}) while every earlier {pass} node passes or is unmatched, so all its inputs passed; none of its descendants is an error.', { ...params, pass })
+        : t('{name} is the earliest {pass} node whose own verdict is error (precision index {p}) while none of its descendants is an error, so the fault is its own. The {e} earlier error nodes are its ancestors (their verdict includes it); {w} earlier nodes have warnings.', { ...params, pass }));
+    msg.dataset.node = name;
+  });
+
+  // ---------------------------------------------------------------- manual match
+  const pairsList = new NodeList($('pairs-box'), 'pairs', {
+    label: (i) => `${S.result?.npu.names[i] ?? ''} ⇄ ${S.result?.bench?.names[S.manual.get(i) ?? -1] ?? ''}`,
+    color: (i) => listFns('npu').color(i),
+    onPick: (i) => select('npu', i, 'api'),
+  }, (n, pos) => (pos >= 0 ? t('{pos} of {n}', { pos: pos + 1, n }) : t(n === 1 ? '{n} manual pair' : '{n} manual pairs', { n })));
+
+  /** @param {string} text @param {boolean} [err] */
+  function matchMsg(text, err = false) {
+    const el = $('match-msg');
+    el.textContent = text;
+    el.classList.toggle('err', err);
+  }
+
+  function canMatch() {
+    return S.mode === 'dump' && !!S.result?.bench && S.result.graphType === 'compare' && S.sessionGen === client.generation;
+  }
+
+  function renderPicks() {
+    for (const side of SIDES) {
+      const i = S.pick[side];
+      const g = side === 'npu' ? S.result?.npu : S.result?.bench;
+      const el = $(`pick-${side}`);
+      el.textContent = g && i >= 0 ? g.names[i] : '—';
+      el.title = el.textContent;
+      if (S.result?.bench) {
+        views[side].pick = i;
+        outlines[side].pick = i;
+        views[side].invalidate();
+        outlines[side].render();
+      }
+    }
+    renderMatchButtons();
+  }
+
+  function renderMatchButtons() {
+    const ok = canMatch();
+    const r = S.result;
+    const { npu, bench } = S.pick;
+    /** @type {HTMLButtonElement} */ ($('match-btn')).disabled =
+      !ok || npu < 0 || bench < 0 || !r || r.npu.matched[npu] === bench;
+    const sel = S.selection;
+    const g = sel && r ? (sel.side === 'npu' ? r.npu : r.bench) : null;
+    /** @type {HTMLButtonElement} */ ($('unmatch-btn')).disabled = !ok || !sel || !g || g.matched[sel.index] < 0;
+    /** @type {HTMLButtonElement} */ ($('undo-btn')).disabled = !ok || !S.history.undo.length;
+    /** @type {HTMLButtonElement} */ ($('redo-btn')).disabled = !ok || !S.history.redo.length;
+    /** @type {HTMLButtonElement} */ ($('match-save')).disabled = !ok || !S.manual.size;
+    /** @type {HTMLInputElement} */ ($('match-load')).disabled = !ok;
+    $('match-tool').dataset.manual = String(S.manual.size);
+    $('match-tool').dataset.undo = String(S.history.undo.length);
+    $('match-tool').dataset.redo = String(S.history.redo.length);
+  }
+
+  function renderPairs() {
+    pairsList.setItems(Int32Array.from([...S.manual.keys()].sort((a, b) => a - b)));
+  }
+
+  /** Clears the tools' state for a new result. */
+  function resetTools() {
+    S.pick = { npu: -1, bench: -1 };
+    S.manual = new Map();
+    S.history = { undo: [], redo: [] };
+    S.nameIndex = null;
+    matchMsg('');
+    $('diverge-msg').textContent = '';
+    $('diverge-msg').dataset.node = '';
+    $('export-msg').textContent = '';
+    renderPicks();
+    renderPairs();
+    runSearch();
+    filterList.pos = -1;
+    runFilter();
+  }
+
+  /**
+   * Applies a change list of the core to the displayed result: columns, classes, counts, lists.
+   * @param {import('./protocol.js').Changes} ch
+   */
+  function applyChanges(ch) {
+    const r = S.result;
+    const c = S.classes;
+    if (!r || !r.bench || !c || !c.bench) return;
+    const g = r.npu;
+    const b = r.bench;
+    const nRanged = c.bins.length - 2;
+    for (const [i, p, m] of ch.npu) {
+      g.precision[i] = p === null ? NaN : p;
+      g.matched[i] = m;
+    }
+    for (const [j, , m] of ch.bench) b.matched[j] = m;
+    /** @type {Set<number>} */
+    const benchTouched = new Set(ch.bench.map((x) => x[0]));
+    for (const [i] of ch.npu) {
+      c.npu[i] = g.matched[i] < 0 ? c.unmatched : binOf(c.bins, nRanged, g.precision[i], c.none);
+      if (g.matched[i] >= 0) benchTouched.add(g.matched[i]);
+    }
+    for (const j of benchTouched) {
+      const m = b.matched[j];
+      c.bench[j] = m < 0 ? c.unmatched : Number.isFinite(b.precision[j]) ? binOf(c.bins, nRanged, b.precision[j], c.none) : c.npu[m];
+    }
+    for (const side of SIDES) {
+      const m = S.models[side];
+      if (!m) continue;
+      m.recount();
+      outlines[side].el.dataset.matchedCount = String(m.matchedCount);
+      outlines[side].render();
+      views[side].invalidate();
+    }
+    renderLegend(r, c, true);
+    renderSummary(r, c, true);
+    runFilter();
+    if (S.selection) {
+      // The counterpart may have changed: select again (keeps the view) and reload the details.
+      const { side, index } = S.selection;
+      select(side, index, 'canvas');
+    }
+  }
+
+  /**
+   * Sends operations to the core as one step and applies the answer.
+   * @param {import('./protocol.js').MatchOp[]} ops
+   * @param {string} label
+   * @returns {Promise<HistoryEntry | null>}
+   */
+  async function runOps(ops, label) {
+    const r = S.result;
+    if (!ops.length || !r || !r.bench) return null;
+    const ch = /** @type {import('./protocol.js').Changes} */ (await client.request({ type: 'match', ops }));
+    if (S.result !== r) return null;
+    /** @type {HistoryEntry} */
+    const entry = { label, npu: new Map(), bench: new Map(), manualBefore: new Map(S.manual), manualAfter: new Map() };
+    for (const [i, p, m] of ch.npu) entry.npu.set(i, [r.npu.matched[i], m, r.npu.precision[i], p === null ? NaN : p]);
+    for (const [j, , m] of ch.bench) entry.bench.set(j, [r.bench.matched[j], m]);
+    applyChanges(ch);
+    return entry;
+  }
+
+  /** Updates the hand-made pairs after a user operation. @param {HistoryEntry} entry */
+  function updateManual(entry) {
+    const r = /** @type {RunResult} */ (S.result);
+    for (const [i, [oldM, newM]] of entry.npu) {
+      if (newM >= 0 && newM !== oldM) S.manual.set(i, newM);
+    }
+    for (const [i, b] of [...S.manual]) if (r.npu.matched[i] !== b) S.manual.delete(i);
+    entry.manualAfter = new Map(S.manual);
+  }
+
+  /**
+   * @param {import('./protocol.js').MatchOp[]} ops
+   * @param {string} label
+   */
+  async function userOps(ops, label) {
+    if (!canMatch() || S.matching) return null;
+    S.matching = true;
+    try {
+      const entry = await runOps(ops, label);
+      if (!entry) return null;
+      updateManual(entry);
+      if (entry.npu.size || entry.bench.size) {
+        S.history.undo.push(entry);
+        S.history.redo = [];
+      }
+      renderPairs();
+      return entry;
+    } catch (e) {
+      matchMsg(e instanceof Error ? e.message : String(e), true);
+      return null;
+    } finally {
+      S.matching = false;
+      renderMatchButtons();
+    }
+  }
+
+  async function doMatch() {
+    const { npu, bench } = S.pick;
+    if (/** @type {HTMLButtonElement} */ ($('match-btn')).disabled) return;
+    const recursive = /** @type {HTMLInputElement} */ ($('match-recursive')).checked;
+    const entry = await userOps([{ op: 'match', npu, bench, recursive }], 'match');
+    if (!entry) return;
+    const linked = [...entry.npu.values()].filter(([o, n]) => n >= 0 && n !== o).length;
+    matchMsg(t('Matched {n} NPU node(s).', { n: linked }));
+    select('npu', npu, 'api');
+  }
+
+  async function doUnmatch() {
+    const sel = S.selection;
+    if (!sel || /** @type {HTMLButtonElement} */ ($('unmatch-btn')).disabled) return;
+    const entry = await userOps([{ op: 'unmatch', side: sel.side, index: sel.index }], 'unmatch');
+    if (entry) matchMsg(t('Unmatched.'));
+  }
+
+  /**
+   * Brings the changed nodes of a history entry back to one of its two states.
+   * @param {HistoryEntry} entry @param {0 | 1} want 0: before the operation, 1: after
+   */
+  async function restore(entry, want) {
+    const r = /** @type {RunResult} */ (S.result);
+    const g = r.npu;
+    const b = /** @type {import('./protocol.js').Graph} */ (r.bench);
+    /** @type {import('./protocol.js').MatchOp[]} */
+    const ops = [];
+    for (const [i, v] of entry.npu) if (g.matched[i] >= 0 && g.matched[i] !== v[want]) ops.push({ op: 'unmatch', side: 'npu', index: i });
+    for (const [j, v] of entry.bench) if (b.matched[j] >= 0 && b.matched[j] !== v[want]) ops.push({ op: 'unmatch', side: 'bench', index: j });
+    for (const [i, v] of entry.npu) if (v[want] >= 0 && g.matched[i] !== v[want]) ops.push({ op: 'match', npu: i, bench: v[want], recursive: false });
+    await runOps(ops, want ? 'redo' : 'undo');
+    S.manual = new Map(want ? entry.manualAfter : entry.manualBefore);
+    let differ = 0;
+    const same = (/** @type {number} */ x, /** @type {number} */ y) => x === y || (Number.isNaN(x) && Number.isNaN(y));
+    for (const [i, v] of entry.npu) if (g.matched[i] !== v[want] || !same(g.precision[i], v[want + 2])) differ++;
+    for (const [j, v] of entry.bench) if (b.matched[j] !== v[want]) differ++;
+    return differ;
+  }
+
+  /** @param {boolean} redo */
+  async function undoRedo(redo) {
+    if (!canMatch() || S.matching) return;
+    const from = redo ? S.history.redo : S.history.undo;
+    const to = redo ? S.history.undo : S.history.redo;
+    const entry = from.pop();
+    if (!entry) return;
+    S.matching = true;
+    try {
+      const differ = await restore(entry, redo ? 1 : 0);
+      to.push(entry);
+      matchMsg(differ ? t('Could not restore exactly: {n} node(s) differ.', { n: differ }) : t(redo ? 'Redone: {label}.' : 'Undone: {label}.', { label: t(entry.label) }), differ > 0);
+      renderPairs();
+    } catch (e) {
+      matchMsg(e instanceof Error ? e.message : String(e), true);
+    } finally {
+      S.matching = false;
+      renderMatchButtons();
+    }
+  }
+
+  function nameIndex() {
+    if (!S.nameIndex && S.result) {
+      const idx = (/** @type {string[]} */ names) => new Map(names.map((n, i) => [n, i]));
+      S.nameIndex = { npu: idx(S.result.npu.names), bench: idx(S.result.bench?.names ?? []) };
+    }
+    return S.nameIndex;
+  }
+
+  function saveManual() {
+    const r = S.result;
+    if (!r || !r.bench || !S.manual.size) return;
+    /** @type {Record<string, string>} */
+    const out = {};
+    for (const [i, j] of [...S.manual].sort((a, b) => a[0] - b[0])) out[r.npu.names[i]] = r.bench.names[j];
+    const step = /** @type {HTMLSelectElement} */ ($('step-select')).value || '0';
+    const rank = /** @type {HTMLSelectElement} */ ($('rank-select')).value || '0';
+    download(new Blob([JSON.stringify(out, null, 2) + '\n'], { type: 'application/json' }), `probelens_${step}_${rank}.vis.config`);
+    matchMsg(t('Saved {n} manual pair(s).', { n: S.manual.size }));
+  }
+
+  /** Re-applies a .vis.config file `{npu node: bench node}` by names. @param {File} file */
+  async function loadManual(file) {
+    let obj;
+    try {
+      obj = JSON.parse(await readText(file));
+    } catch (e) {
+      matchMsg(t('{file}: not a JSON file ({msg})', { file: file.name, msg: e instanceof Error ? e.message : String(e) }), true);
+      return;
+    }
+    if (!obj || typeof obj !== 'object' || Array.isArray(obj)) {
+      matchMsg(t('{file}: expected a JSON object {npu node: bench node}', { file: file.name }), true);
+      return;
+    }
+    const idx = nameIndex();
+    if (!idx) return;
+    /** @type {import('./protocol.js').MatchOp[]} */
+    const ops = [];
+    let missing = 0;
+    for (const [n, b] of Object.entries(obj)) {
+      const i = idx.npu.get(n);
+      const j = typeof b === 'string' ? idx.bench.get(b) : undefined;
+      if (i === undefined || j === undefined) missing++;
+      else ops.push({ op: 'match', npu: i, bench: j, recursive: false });
+    }
+    if (!ops.length) {
+      matchMsg(t('{file}: none of its {n} pair(s) name nodes of this result.', { file: file.name, n: missing }), true);
+      return;
+    }
+    const entry = await userOps(ops, 'load');
+    if (entry) matchMsg(t('Applied {ok} pair(s) from {file}; {bad} not found.', { ok: ops.length, file: file.name, bad: missing }), missing > 0);
+  }
+
+  $('match-btn').addEventListener('click', () => doMatch());
+  $('unmatch-btn').addEventListener('click', () => doUnmatch());
+  $('undo-btn').addEventListener('click', () => undoRedo(false));
+  $('redo-btn').addEventListener('click', () => undoRedo(true));
+  $('match-save').addEventListener('click', () => saveManual());
+  $('match-load').addEventListener('change', () => {
+    const input = /** @type {HTMLInputElement} */ ($('match-load'));
+    const f = input.files?.[0];
+    if (f) loadManual(f);
+    input.value = '';
+  });
+
+  // ---------------------------------------------------------------- exports
+  /** Saves a blob through an <a download> with a blob: URL. @param {Blob} blob @param {string} name */
+  function download(blob, name) {
+    const url = URL.createObjectURL(blob);
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = name;
+    a.hidden = true;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 30000);
+  }
+
+  /** @param {string} text @param {boolean} [err] */
+  function exportMsg(text, err = false) {
+    $('export-msg').textContent = text;
+    $('export-msg').classList.toggle('err', err);
+  }
+
+  for (const side of SIDES) {
+    $(`png-${side}`).addEventListener('click', () => {
+      const v = views[side];
+      if (!v.model) return exportMsg(t('Nothing to export.'), true);
+      v.draw();
+      v.canvas.toBlob((blob) => {
+        if (blob) download(blob, `probelens_${side}.png`);
+        else exportMsg(t('The browser could not encode the image.'), true);
+      }, 'image/png');
+    });
+  }
+  $('csv-node').addEventListener('click', () => {
+    if (!details.table.length) return exportMsg(t('Select a node with tensors first.'), true);
+    const name = details.root.dataset.node || 'node';
+    download(new Blob([toCsv(details.table)], { type: 'text/csv' }), `${name.replace(/[^\w.-]+/g, '_')}.csv`);
+  });
+  $('csv-all').addEventListener('click', async () => {
+    if (!S.result?.bench) return exportMsg(t('The compare table needs a compare result (two sides).'), true);
+    try {
+      exportMsg(t('Exporting the compare table') + '…');
+      const { csv, rows } = await client.request({ type: 'exportCsv' });
+      download(new Blob([csv], { type: 'text/csv' }), 'probelens_compare.csv');
+      exportMsg(t('{n} compared tensors exported.', { n: rows }));
+    } catch (e) {
+      exportMsg(e instanceof Error ? e.message : String(e), true);
+    }
+  });
+
+  // ---------------------------------------------------------------- language, help, sidebar
+  const langBtn = $('lang-btn');
+  function relabel() {
+    translateDom(document);
+    langBtn.textContent = getLang() === 'zh' ? 'English' : '中文';
+    document.title = t('probelens — msprobe NPU vs Bench graph compare');
+    if (S.result) {
+      const compare = S.result.graphType === 'compare' && !!S.result.bench;
+      renderTitles();
+      if (S.classes) {
+        renderLegend(S.result, S.classes, compare);
+        renderSummary(S.result, S.classes, compare);
+      }
+    } else if (!S.running) $('summary').textContent = t('No data loaded.');
+    if (S.mode === 'dump') for (const side of SIDES) showSource(side);
+    renderMappingSelect();
+    if (S.layout) updateSelectors(S.layout);
+    const micro = /** @type {HTMLSelectElement} */ ($('micro-select')).querySelector('option[value="-1"]');
+    if (micro) micro.textContent = t('all');
+    searchList.updateCount();
+    filterList.updateCount();
+    pairsList.updateCount();
+    renderFilterKinds();
+    details.rerender();
+  }
+  langBtn.addEventListener('click', () => {
+    setLang(getLang() === 'zh' ? 'en' : 'zh', true);
+    relabel();
+    writeHash();
+  });
+
+  const helpPop = $('help-pop');
+  /** @param {boolean} [show] */
+  function toggleHelp(show) {
+    helpPop.hidden = !(show ?? helpPop.hidden);
+    $('help-btn').setAttribute('aria-expanded', helpPop.hidden ? 'false' : 'true');
+    if (!helpPop.hidden) $('help-close').focus();
+  }
+  $('help-btn').addEventListener('click', () => toggleHelp());
+  $('help-close').addEventListener('click', () => toggleHelp(false));
+  document.addEventListener('pointerdown', (e) => {
+    const tgt = /** @type {HTMLElement} */ (e.target);
+    if (!helpPop.hidden && !helpPop.contains(tgt) && tgt !== $('help-btn')) toggleHelp(false);
+  });
+
+  $('sidebar-toggle').addEventListener('click', () => {
+    const sb = $('sidebar');
+    sb.hidden = !sb.hidden;
+    $('sidebar-toggle').textContent = sb.hidden ? '›' : '‹';
+    $('sidebar-toggle').setAttribute('aria-expanded', sb.hidden ? 'false' : 'true');
+  });
+
+  $('opt-minimap').addEventListener('change', () => {
+    const on = /** @type {HTMLInputElement} */ ($('opt-minimap')).checked;
+    for (const side of SIDES) minimaps[side].setEnabled(on);
+  });
+
+  // ---------------------------------------------------------------- keyboard
+  /** The pane under the pointer, else the pane of the selection, else the NPU pane. @returns {Side} */
+  function activePane() {
+    for (const side of SIDES) if (views[side].pointer.inside) return side;
+    return S.selection ? graphToPane(S.selection.side) : 'npu';
+  }
+
+  document.addEventListener('keydown', (e) => {
+    const tgt = /** @type {HTMLElement} */ (e.target);
+    const typing =
+      (tgt instanceof HTMLInputElement && !['checkbox', 'radio', 'button', 'file'].includes(tgt.type)) ||
+      tgt instanceof HTMLTextAreaElement || tgt instanceof HTMLSelectElement || tgt.isContentEditable;
+    if (e.key === 'Escape') {
+      if (!helpPop.hidden) toggleHelp(false);
+      else if (tgt === searchInput) searchInput.blur();
+      return;
+    }
+    if (typing || e.defaultPrevented) return;
+    const mod = e.ctrlKey || e.metaKey;
+    if (mod && !e.altKey && (e.key === 'z' || e.key === 'Z')) {
+      e.preventDefault();
+      undoRedo(e.shiftKey);
+      return;
+    }
+    if (mod && !e.altKey && (e.key === 'y' || e.key === 'Y')) {
+      e.preventDefault();
+      undoRedo(true);
+      return;
+    }
+    if (mod || e.altKey) return;
+    const pane = activePane();
+    switch (e.key) {
+      case '/':
+        e.preventDefault();
+        if ($('sidebar').hidden) $('sidebar-toggle').click();
+        searchInput.focus();
+        searchInput.select();
+        return;
+      case '?':
+        e.preventDefault();
+        toggleHelp();
+        return;
+      case 'w': case 'W':
+        views[pane].zoomKey(1.25);
+        return;
+      case 's': case 'S':
+        views[pane].zoomKey(1 / 1.25);
+        return;
+      case 'a': case 'A':
+        views[pane].panBy(80, 0);
+        return;
+      case 'd': case 'D':
+        views[pane].panBy(-80, 0);
+        return;
+      case 'm': case 'M':
+        e.preventDefault();
+        doMatch();
+        return;
+      default:
+    }
+    // Arrows, Enter, Home/End, PageUp/PageDown on the page move in the outline of the active pane.
+    const nav = ['ArrowDown', 'ArrowUp', 'ArrowLeft', 'ArrowRight', 'Enter', 'Home', 'End', 'PageUp', 'PageDown'];
+    if (nav.includes(e.key) && (tgt === document.body || tgt instanceof HTMLCanvasElement)) {
+      outlines[pane].el.focus();
+      outlines[pane].onKey(e);
+    }
+  });
+
+  // ---------------------------------------------------------------- URL hash (view state)
+  /** @returns {HashState | null} */
+  function readHash() {
+    const h = location.hash.replace(/^#/, '');
+    if (!h) return null;
+    const p = new URLSearchParams(h);
+    const num = (/** @type {string} */ k) => (p.has(k) && Number.isInteger(Number(p.get(k))) ? Number(p.get(k)) : undefined);
+    /** @type {HashState} */
+    const st = { lang: p.get('lang') ?? undefined, step: num('step'), rank: num('rank'), micro: num('micro'), open: {} };
+    const sel = p.get('sel');
+    if (sel && /^(npu|bench):/.test(sel)) {
+      const k = sel.indexOf(':');
+      st.sel = { side: /** @type {Side} */ (sel.slice(0, k)), name: sel.slice(k + 1) };
+    }
+    for (const [key, side] of /** @type {[string, Side][]} */ ([['on', 'npu'], ['ob', 'bench']])) {
+      const v = p.get(key);
+      if (v === '*') st.open[side] = '*';
+      else if (v) st.open[side] = v.split(',').filter(Boolean);
+    }
+    return st;
+  }
+
+  let hashTimer = 0;
+  let lastHash = '';
+  function writeHash() {
+    if (S.restoring) return;
+    clearTimeout(hashTimer);
+    hashTimer = window.setTimeout(() => {
+      if (S.restoring) return;
+      const p = new URLSearchParams();
+      p.set('lang', getLang());
+      if (S.result) {
+        if (!$('step-wrap').hidden) p.set('step', /** @type {HTMLSelectElement} */ ($('step-select')).value);
+        if (!$('rank-wrap').hidden) p.set('rank', /** @type {HTMLSelectElement} */ ($('rank-select')).value);
+        const micro = S.models.npu?.micro ?? -1;
+        if (micro >= 0) p.set('micro', String(micro));
+        if (S.selection) {
+          const g = S.selection.side === 'npu' ? S.result.npu : S.result.bench;
+          if (g) p.set('sel', `${S.selection.side}:${g.names[S.selection.index]}`);
+        }
+        for (const [key, side] of /** @type {[string, Side][]} */ ([['on', 'npu'], ['ob', 'bench']])) {
+          const m = S.models[side];
+          if (!m) continue;
+          const open = [];
+          let all = true;
+          for (let i = 1; i < m.n; i++) {
+            if (!m.hasChildren(i)) continue;
+            if (m.expanded[i]) open.push(m.g.names[i]);
+            else all = false;
+          }
+          if (all && open.length) p.set(key, '*');
+          else if (open.length && open.length <= 400) p.set(key, open.join(','));
+        }
+      }
+      lastHash = `#${p.toString()}`;
+      if (location.hash !== lastHash) history.replaceState(null, '', lastHash);
+    }, 150);
+  }
+
+  /** Applies a view state from the URL once its files are shown. */
+  function applyPendingHash() {
+    const h = S.pendingHash;
+    const r = S.result;
+    if (!h || !r) return;
+    // Another step or rank first (a re-run; display() comes back here).
+    if (!h.switched) {
+      h.switched = true;
+      let rerunNeeded = false;
+      for (const [key, want] of /** @type {[string, number | undefined][]} */ ([['step', h.step], ['rank', h.rank]])) {
+        const sel = /** @type {HTMLSelectElement} */ ($(`${key}-select`));
+        if (want !== undefined && !$(`${key}-wrap`).hidden && sel.value !== String(want) && sel.querySelector(`option[value="${want}"]`)) {
+          sel.value = String(want);
+          rerunNeeded = true;
+        }
+      }
+      if (rerunNeeded) {
+        setTimeout(() => rerun(), 0);
+        return;
+      }
+    }
+    S.pendingHash = null;
+    S.restoring = true;
+    try {
+      if (h.micro !== undefined && h.micro >= 0 && r.microSteps > h.micro) setMicroStep(h.micro);
+      const idx = nameIndex();
+      for (const side of SIDES) {
+        const m = S.models[side];
+        const open = h.open[side];
+        if (!m || !open || !idx) continue;
+        if (open === '*') m.setAll(true);
+        else for (const name of open) {
+          const i = idx[side].get(name);
+          if (i !== undefined) m.setExpanded(i, true);
+        }
+        refresh(side);
+      }
+      if (h.sel && idx) {
+        const i = idx[h.sel.side].get(h.sel.name);
+        if (i !== undefined) select(h.sel.side, i, 'api');
+      }
+    } finally {
+      S.restoring = false;
+    }
+    writeHash();
+  }
+
+  window.addEventListener('hashchange', () => {
+    if (location.hash === lastHash) return;
+    const h = readHash();
+    if (!h) return;
+    if (h.lang === 'en' || h.lang === 'zh') {
+      setLang(h.lang, false);
+      relabel();
+    }
+    S.pendingHash = h;
+    applyPendingHash();
+  });
+
   // ---------------------------------------------------------------- test & debug hook
   window.__probelens = {
     lastResult: null,
@@ -825,11 +1800,17 @@ export function startApp(host) {
     },
     views,
     outlines,
+    minimaps,
     select: (/** @type {Side} */ side, /** @type {number} */ i) => select(side, i, 'api'),
     toggle: (/** @type {Side} */ side, /** @type {number} */ i, /** @type {boolean | undefined} */ open) => toggle(side, i, open),
+    setMicroStep,
     loadDemo,
   };
 
+  S.pendingHash = readHash();
+  const hashLang = S.pendingHash?.lang;
+  setLang(hashLang === 'en' || hashLang === 'zh' ? hashLang : detectLang(), false);
+  relabel();
   clearDisplay();
   setState('empty');
   loadDemo();

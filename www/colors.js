@@ -90,7 +90,9 @@ export function binOf(bins, nRanged, p, none) {
   if (!Number.isFinite(p)) return none;
   for (let k = 0; k < nRanged; k++) {
     const b = bins[k];
+    // [lo, hi); the last range also contains hi; a degenerate range [v, v] (legacy md5 legends) contains v.
     if (p >= b.lo && (p < b.hi || (b.last && p === b.hi))) return k;
+    if (b.lo === b.hi && p === b.lo) return k;
   }
   return none;
 }
@@ -129,6 +131,38 @@ export function classify(r) {
     }
   }
   return { bins, unmatched, none, npu, bench };
+}
+
+/** msprobe's error colour in every version of its legend. */
+const ERROR_COLOR = '#FF704D';
+
+/**
+ * The legend class that means "error": the bin whose accuracy_level is error, else the bin drawn in
+ * msprobe's error colour (legacy legends have no levels), else the ranged bin with the highest range.
+ * Returns -1 when the legend has no ranged bins (build graphs).
+ * @param {Bin[]} bins
+ */
+export function errorBin(bins) {
+  const ranged = bins.filter((b) => Number.isFinite(b.lo));
+  if (!ranged.length) return -1;
+  let k = bins.findIndex((b) => b.cls === 'error');
+  if (k < 0) k = bins.findIndex((b) => Number.isFinite(b.lo) && b.color.toUpperCase() === ERROR_COLOR);
+  if (k < 0) k = bins.indexOf(ranged[ranged.length - 1]);
+  return k;
+}
+
+/**
+ * The legend class that means "pass": the bin whose accuracy_level is pass, else the ranged bin
+ * that is farthest from the error bin. -1 without ranged bins.
+ * @param {Bin[]} bins
+ */
+export function passBin(bins) {
+  const k = bins.findIndex((b) => b.cls === 'pass');
+  if (k >= 0) return k;
+  const ranged = bins.filter((b) => Number.isFinite(b.lo));
+  if (!ranged.length) return -1;
+  const e = bins[errorBin(bins)];
+  return bins.indexOf(e === ranged[0] ? ranged[ranged.length - 1] : ranged[0]);
 }
 
 /**

@@ -1,5 +1,6 @@
 // @ts-check
 // Node details panel: per-tensor NPU vs Bench table (values exactly as the core gives them) and stacks.
+import { t } from './i18n.js';
 
 /** @typedef {import('./protocol.js').NodeDetail} NodeDetail */
 
@@ -79,7 +80,20 @@ export class DetailsPanel {
         this.showTab(next);
       });
     }
+    /** the shown table as text rows (header first), for the CSV export */
+    /** @type {string[][]} */
+    this.table = [];
+    /** @type {{pair: {npu: NodeDetail | null, bench: NodeDetail | null}, primary: import('./protocol.js').Side, toolTip: Record<string, string> | null, buildLabel: string | null} | {message: string} | null} */
+    this.last = null;
     this.clear('Select a node to see its tensors.');
+  }
+
+  /** Shows the last content again (after a language change). */
+  rerender() {
+    const l = this.last;
+    if (!l) return;
+    if ('message' in l) this.clear(l.message);
+    else this.show(l.pair, l.primary, l.toolTip, l.buildLabel);
   }
 
   /** @param {HTMLElement} tab */
@@ -95,8 +109,10 @@ export class DetailsPanel {
 
   /** @param {string} message */
   clear(message) {
+    this.last = { message };
+    this.table = [];
     this.titleEl.textContent = '';
-    this.compareEl.replaceChildren(h('p', 'muted', message));
+    this.compareEl.replaceChildren(h('p', 'muted', t(message)));
     this.stackEl.replaceChildren();
     this.root.dataset.node = '';
   }
@@ -108,6 +124,7 @@ export class DetailsPanel {
    * @param {string | null} [buildLabel] for a build graph (one side only): that side's name
    */
   show(pair, primary, toolTip, buildLabel = null) {
+    this.last = { pair, primary, toolTip, buildLabel };
     const { npu, bench } = pair;
     const main = primary === 'npu' ? npu : bench;
     this.root.dataset.node = main?.name ?? '';
@@ -115,13 +132,13 @@ export class DetailsPanel {
     /** @type {[string, NodeDetail | null][]} */
     const sides = buildLabel ? [[buildLabel, main]] : [['NPU', npu], ['Bench', bench]];
     for (const [label, d] of sides) {
-      const t = h('span', 'dname');
-      t.append(h('b', '', `${label}: `), document.createTextNode(d?.name ?? '(no counterpart)'));
-      this.titleEl.append(t);
+      const t0 = h('span', 'dname');
+      t0.append(h('b', '', `${t(label)}: `), document.createTextNode(d?.name ?? t('(no counterpart)')));
+      this.titleEl.append(t0);
     }
     const pi = npu?.precisionIndex ?? main?.precisionIndex;
-    if (pi !== null && pi !== undefined) this.titleEl.append(h('span', 'dmeta', `precision index ${pi}`));
-    if (main?.overflowLevel) this.titleEl.append(h('span', 'dmeta ov', `overflow ${main.overflowLevel}`));
+    if (pi !== null && pi !== undefined) this.titleEl.append(h('span', 'dmeta', t('precision index {p}', { p: pi })));
+    if (main?.overflowLevel) this.titleEl.append(h('span', 'dmeta ov', t('overflow {level}', { level: main.overflowLevel })));
     this.renderTable(npu, bench, main, toolTip, !!buildLabel);
     this.renderStacks(sides);
   }
@@ -148,7 +165,8 @@ export class DetailsPanel {
       }));
     }
     if (!rows.length) {
-      this.compareEl.replaceChildren(h('p', 'muted', 'This node has no tensor data.'));
+      this.table = [];
+      this.compareEl.replaceChildren(h('p', 'muted', t('This node has no tensor data.')));
       return;
     }
     // Columns: union of the fields of every shown tensor.
@@ -169,8 +187,9 @@ export class DetailsPanel {
     const table = h('table', 'dtable');
     const thead = h('thead');
     const hr = h('tr');
-    hr.append(h('th', '', 'Tensor'));
-    if (!single) hr.append(h('th', '', 'Side'));
+    hr.append(h('th', '', t('Tensor')));
+    if (!single) hr.append(h('th', '', t('Side')));
+    this.table = [['Tensor', ...(single ? [] : ['Side']), ...cols]];
     for (const c of cols) {
       const th = h('th', '', c);
       th.setAttribute('scope', 'col');
@@ -203,7 +222,8 @@ export class DetailsPanel {
         const nameTd = h('td', 'dkey', key ? shortKey(key) : '—');
         if (key) nameTd.title = key;
         tr.append(nameTd);
-        if (!single) tr.append(h('td', 'dside', sideName));
+        if (!single) tr.append(h('td', 'dside', t(sideName)));
+        this.table.push([key ?? '', ...(single ? [] : [sideName]), ...cols.map((c) => fields.get(c) ?? '')]);
         for (const c of cols) {
           const v = fields.get(c);
           const td = h('td', '', v ?? '');
@@ -226,19 +246,23 @@ export class DetailsPanel {
     for (const [label, d] of sides) {
       const col = h('div', 'stack-col');
       const head = h('div', 'stack-head');
-      const title = h('span', '', `${label}: ${d ? d.name : '(no counterpart)'}`);
-      const btn = /** @type {HTMLButtonElement} */ (h('button', 'btn small', 'Copy'));
+      const title = h('span', '', `${t(label)}: ${d ? d.name : t('(no counterpart)')}`);
+      const btn = /** @type {HTMLButtonElement} */ (h('button', 'btn small', t('Copy')));
       btn.type = 'button';
       btn.dataset.copy = label.toLowerCase();
       const text = d ? (d.stack ?? []).join('\n') : '';
       btn.disabled = !text;
       btn.addEventListener('click', async () => {
         const ok = await copyText(text);
-        btn.textContent = ok ? 'Copied' : 'Copy failed';
-        setTimeout(() => (btn.textContent = 'Copy'), 1500);
+        btn.textContent = ok ? t('Copied') : t('Copy failed');
+        btn.dataset.state = ok ? 'copied' : 'failed';
+        setTimeout(() => {
+          btn.textContent = t('Copy');
+          delete btn.dataset.state;
+        }, 1500);
       });
       head.append(title, btn);
-      const pre = h('pre', 'stack-text', text || '(no stack)');
+      const pre = h('pre', 'stack-text', text || t('(no stack)'));
       pre.dataset.side = label.toLowerCase();
       col.append(head, pre);
       grid.append(col);

@@ -7,6 +7,8 @@ interface ProbelensHook {
   readonly state: unknown;
   views: unknown;
   outlines: unknown;
+  minimaps: unknown;
+  setMicroStep(k: number): void;
   select(side: import('./protocol.js').Side, index: number): void;
   toggle(side: import('./protocol.js').Side, index: number, open?: boolean): void;
   loadDemo(): Promise<void>;
@@ -27,3 +29,4 @@ declare const __PL_DEMO: {
   mapping: { name: string; text: string } | null;
 };
 declare const __PL_TEMPLATES: Record<string, string>;
+declare const __PL_SQL_WASM_GZ: string;

@@ -5,11 +5,12 @@ import { OVERFLOW_COLORS, darker } from './colors.js';
 
 const SELECT_COLOR = '#1f3fcf';
 const PEER_COLOR = '#e07b00';
+const PICK_COLOR = '#0a8f3c';
 
 export class GraphView {
   /**
    * @param {HTMLCanvasElement} canvas
-   * @param {{onSelect: (i: number) => void, onToggle: (i: number) => void}} handlers
+   * @param {{onSelect: (i: number, e?: MouseEvent) => void, onToggle: (i: number) => void}} handlers
    */
   constructor(canvas, handlers) {
     this.canvas = canvas;
@@ -26,6 +27,13 @@ export class GraphView {
     this.ty = 20;
     this.selected = -1;
     this.peer = -1;
+    /** the node picked for a manual match on this side */
+    this.pick = -1;
+    /** last pointer position over the canvas (CSS px), for zooming with the keyboard */
+    this.pointer = { x: -1, y: -1, inside: false };
+    /** called after every frame (the minimap draws its viewport then) */
+    /** @type {(() => void) | null} */
+    this.afterDraw = null;
     this.dirty = false;
     this.fontPx = /** @type {number} */ (L.fontPx);
     this.curFill = '';
@@ -46,7 +54,29 @@ export class GraphView {
     this.strokes = bins.map((b) => darker(b.color));
     this.selected = -1;
     this.peer = -1;
+    this.pick = -1;
     this.fit();
+  }
+
+  /** Moves the view by (dx, dy) CSS px. @param {number} dx @param {number} dy */
+  panBy(dx, dy) {
+    this.tx += dx;
+    this.ty += dy;
+    this.invalidate();
+  }
+
+  /** Centres the view on the world point (x, y). @param {number} x @param {number} y */
+  centreOn(x, y) {
+    this.tx = this.cssW / 2 - x * this.scale;
+    this.ty = this.cssH / 2 - y * this.scale;
+    this.invalidate();
+  }
+
+  /** Zooms by k about the pointer when it is over the canvas, else about the centre. @param {number} k */
+  zoomKey(k) {
+    const p = this.pointer;
+    if (p.inside) this.zoomAt(k, p.x, p.y);
+    else this.zoomAt(k, this.cssW / 2, this.cssH / 2);
   }
 
   resize() {
@@ -123,7 +153,14 @@ export class GraphView {
       drag = { x: e.clientX, y: e.clientY, tx: this.tx, ty: this.ty, moved: false, id: e.pointerId };
       c.setPointerCapture(e.pointerId);
     });
+    const track = (/** @type {PointerEvent} */ e) => {
+      const r = c.getBoundingClientRect();
+      this.pointer = { x: e.clientX - r.left, y: e.clientY - r.top, inside: true };
+    };
+    c.addEventListener('pointerenter', track);
+    c.addEventListener('pointerleave', () => (this.pointer.inside = false));
     c.addEventListener('pointermove', (e) => {
+      track(e);
       if (!drag || drag.id !== e.pointerId) return;
       const dx = e.clientX - drag.x;
       const dy = e.clientY - drag.y;
@@ -141,7 +178,7 @@ export class GraphView {
       c.classList.remove('panning');
       if (wasClick && e.type === 'pointerup') {
         const hit = this.hitTest(e);
-        if (hit >= 0) this.handlers.onSelect(hit);
+        if (hit >= 0) this.handlers.onSelect(hit, e);
       }
     };
     c.addEventListener('pointerup', end);
@@ -217,6 +254,7 @@ export class GraphView {
     this.stats.drawn = 0;
     if (!m || !m.n) {
       this.stats.ms = performance.now() - t0;
+      if (this.afterDraw) this.afterDraw();
       return;
     }
     m.layout(0);
@@ -228,9 +266,10 @@ export class GraphView {
     ctx.font = `${this.fontPx}px system-ui, sans-serif`;
     this.drawNode(m, 0, 0, 0);
     // Selection outlines on top.
-    for (const [idx, color, dash] of /** @type {[number, string, number[]][]} */ ([
-      [this.peer, PEER_COLOR, [5, 3]],
-      [this.selected, SELECT_COLOR, []],
+    for (const [idx, color, dash, grow] of /** @type {[number, string, number[], number][]} */ ([
+      [this.pick, PICK_COLOR, [3, 2], 5],
+      [this.peer, PEER_COLOR, [5, 3], 2],
+      [this.selected, SELECT_COLOR, [], 2],
     ])) {
       if (idx < 0 || idx >= m.n || !m.isVisible(idx)) continue;
       const { x, y } = m.absPos(idx);
@@ -240,10 +279,11 @@ export class GraphView {
       ctx.strokeStyle = color;
       const sx = x * this.scale + this.tx;
       const sy = y * this.scale + this.ty;
-      ctx.strokeRect(sx - 2, sy - 2, m.w[idx] * this.scale + 4, m.h[idx] * this.scale + 4);
+      ctx.strokeRect(sx - grow, sy - grow, m.w[idx] * this.scale + 2 * grow, m.h[idx] * this.scale + 2 * grow);
       ctx.restore();
     }
     this.stats.ms = performance.now() - t0;
+    if (this.afterDraw) this.afterDraw();
   }
 
   /** Sets the fill colour only when it changes (parsing colour strings is a large part of a frame). @param {string} c */

@@ -46,4 +46,7 @@ startApp({
   async getTemplate(name) {
     return (await get(`./mappings/${encodeURIComponent(name)}`)).text();
   },
+  async sqlWasm() {
+    return (await get('./vendor/sql-wasm.wasm')).arrayBuffer();
+  },
 });

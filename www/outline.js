@@ -8,7 +8,7 @@ export class Outline {
   /**
    * @param {HTMLElement} el the scroll container; becomes role=tree
    * @param {import('./protocol.js').Side} side
-   * @param {{onSelect: (i: number) => void, onToggle: (i: number, open?: boolean) => void}} handlers
+   * @param {{onSelect: (i: number, e?: MouseEvent) => void, onToggle: (i: number, open?: boolean) => void}} handlers
    */
   constructor(el, side, handlers) {
     this.el = el;
@@ -21,6 +21,8 @@ export class Outline {
     this.compare = false;
     this.selected = -1;
     this.peer = -1;
+    /** the node picked for a manual match */
+    this.pick = -1;
     /** @type {Int32Array} */
     this.rows = new Int32Array(0);
     el.setAttribute('role', 'tree');
@@ -37,7 +39,7 @@ export class Outline {
       if (!row) return;
       const i = Number(row.dataset.nodeIndex);
       if (/** @type {HTMLElement} */ (e.target).classList.contains('twisty')) this.handlers.onToggle(i);
-      else this.handlers.onSelect(i);
+      else this.handlers.onSelect(i, e);
     });
     el.addEventListener('dblclick', (e) => {
       const row = /** @type {HTMLElement | null} */ (/** @type {HTMLElement} */ (e.target).closest('[role=treeitem]'));
@@ -58,6 +60,7 @@ export class Outline {
     this.compare = compare;
     this.selected = -1;
     this.peer = -1;
+    this.pick = -1;
     this.el.dataset.nodeCount = String(model ? model.n : 0);
     this.el.dataset.matchedCount = String(model && compare ? model.matchedCount : 0);
     this.el.removeAttribute('aria-activedescendant');
@@ -150,6 +153,7 @@ export class Outline {
       const isSel = i === this.selected || i === this.peer;
       row.setAttribute('aria-selected', isSel ? 'true' : 'false');
       row.classList.toggle('peer', i === this.peer && i !== this.selected);
+      row.classList.toggle('pick', i === this.pick);
       row.style.paddingLeft = `${4 + m.depth[i] * 14}px`;
       const [tw, sw, lab, badge] = /** @type {HTMLElement[]} */ (Array.from(row.children));
       tw.textContent = expandable ? (m.expanded[i] ? '▾' : '▸') : '';

@@ -114,8 +114,29 @@
  * @typedef {{id: number, type: 'discardStaging'}} DiscardStagingRequest
  * @typedef {{id: number, type: 'nodePair', side: Side, index: number}} NodePairRequest
  *   Details of a node of the current result and of its counterpart.
+ * @typedef {{op: 'match', npu: number, bench: number, recursive: boolean} | {op: 'unmatch', side: Side, index: number}} MatchOp
+ *   One manual-match operation on the current result (core `matchNodes` / `unmatch`).
+ * @typedef {{id: number, type: 'match', ops: MatchOp[]}} MatchRequest
+ *   Applies the operations in order; the answer is their merged {@link Changes}.
+ * @typedef {{id: number, type: 'openVis', name: string, bytes: ArrayBuffer, sqlWasm?: ArrayBuffer}} OpenVisRequest
+ *   Opens a msprobe output file (`.vis.db`, legacy `.vis` JSON, either may be gzipped) as the current session.
+ *   `sqlWasm`: the sql.js module bytes (needed once per worker for a .vis.db).
+ * @typedef {{id: number, type: 'runVis', step: number, rank: number}} RunVisRequest
+ *   The graphs of one step/rank of the opened file, as a {@link RunResult}.
+ * @typedef {{id: number, type: 'exportCsv'}} ExportCsvRequest
+ *   msprobe's compare table (one row per compared NPU tensor) of the current result, as CSV text.
  * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | CheckRequest | LayoutRequest | RunRequest
- *   | DiscardStagingRequest | NodePairRequest} Request
+ *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest} Request
+ */
+
+/**
+ * Changes of a manual match: `[index, precision | null, matched index]` per node whose values changed.
+ * @typedef {{npu: [number, number | null, number][], bench: [number, number | null, number][]}} Changes
+ */
+
+/**
+ * What an opened msprobe output holds.
+ * @typedef {{kind: 'db' | 'json', name: string, graphType: 'compare' | 'build', steps: number[], ranks: number[]}} VisMeta
  */
 
 /**
@@ -128,7 +149,8 @@
  * @typedef {{id: number, type: 'result', value?: any}} ResultResponse
  *   `value` per request: init → `{version: string}`; fileChunk → `{done: boolean}`;
  *   layout → `{npu: Layout | null, bench: Layout | null}`; run → {@link RunResult};
- *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; others → undefined.
+ *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; match → {@link Changes};
+ *   openVis → {@link VisMeta}; runVis → {@link RunResult}; exportCsv → `{csv: string, rows: number}`; others → undefined.
  * @typedef {ProgressResponse | ErrorResponse | ResultResponse} Response
  */
 
@@ -167,6 +189,9 @@ export const STAGES = Object.freeze({
   run: 'Building and comparing graphs',
   convert: 'Preparing the graphs',
   render: 'Laying out',
+  openVis: 'Opening the file',
+  exportCsv: 'Exporting the compare table',
+  match: 'Matching',
 });
 
 /** The sides, in display order (NPU left, Bench right). */

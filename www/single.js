@@ -48,4 +48,7 @@ startApp({
     if (t === undefined) throw new Error(`no template ${name}`);
     return t;
   },
+  async sqlWasm() {
+    return (await gunzip(fromBase64(__PL_SQL_WASM_GZ))).buffer;
+  },
 });

@@ -78,26 +78,24 @@ export class TreeModel {
     this.cls = cls;
     const n = graph.names.length;
     this.n = n;
-    // Children as CSR: the children of i are childList[childStart[i] .. childStart[i+1]), in index order.
-    const count = new Int32Array(n + 1);
-    for (let i = 1; i < n; i++) {
-      const p = graph.parent[i];
-      if (p >= 0) count[p + 1]++;
-    }
-    for (let i = 0; i < n; i++) count[i + 1] += count[i];
-    this.childStart = count;
-    this.childList = new Int32Array(Math.max(0, count[n]));
-    const fill = count.slice(0, n);
-    /** position of each node among its siblings (0-based) */
-    this.sibIndex = new Int32Array(n);
+    /** the root child whose subtree holds i (0 for the root itself) */
+    this.top = new Int32Array(n);
     this.depth = new Int32Array(n);
     for (let i = 1; i < n; i++) {
       const p = graph.parent[i];
       if (p < 0) continue;
-      this.sibIndex[i] = fill[p] - count[p];
-      this.childList[fill[p]++] = i;
+      this.top[i] = p === 0 ? i : this.top[p];
       this.depth[i] = this.depth[p] + 1;
     }
+    /** micro step shown (-1: all); root children of other micro steps are left out */
+    this.micro = -1;
+    /** incremented whenever the layout or the colours change (the minimap caches by it) */
+    this.version = 0;
+    this.childStart = new Int32Array(n + 1);
+    this.childList = new Int32Array(0);
+    /** position of each node among its (shown) siblings (0-based) */
+    this.sibIndex = new Int32Array(n);
+    this.buildChildren();
     this.expanded = new Uint8Array(n);
     if (n > 0) this.expanded[0] = 1;
     /** @type {(string | undefined)[]} */
@@ -113,7 +111,53 @@ export class TreeModel {
     this.drawnLabel = new Array(n);
     this.rowsCache = /** @type {Int32Array | null} */ (null);
     this.matchedCount = 0;
-    for (let i = 0; i < n; i++) if (graph.matched[i] >= 0) this.matchedCount++;
+    this.recount();
+  }
+
+  /** Recounts the matched nodes after a manual match changed the graph's columns. */
+  recount() {
+    let c = 0;
+    for (let i = 0; i < this.n; i++) if (this.g.matched[i] >= 0) c++;
+    this.matchedCount = c;
+    this.version++;
+  }
+
+  /** Children as CSR: the children of i are childList[childStart[i] .. childStart[i+1]), in index order. */
+  buildChildren() {
+    const n = this.n;
+    const graph = this.g;
+    const count = new Int32Array(n + 1);
+    for (let i = 1; i < n; i++) {
+      const p = graph.parent[i];
+      if (p >= 0 && (p !== 0 || this.inStep(i))) count[p + 1]++;
+    }
+    for (let i = 0; i < n; i++) count[i + 1] += count[i];
+    this.childStart = count;
+    this.childList = new Int32Array(Math.max(0, count[n]));
+    const fill = count.slice(0, n);
+    for (let i = 1; i < n; i++) {
+      const p = graph.parent[i];
+      if (p < 0 || (p === 0 && !this.inStep(i))) continue;
+      this.sibIndex[i] = fill[p] - count[p];
+      this.childList[fill[p]++] = i;
+    }
+  }
+
+  /** Is node i part of the micro step shown? @param {number} i */
+  inStep(i) {
+    if (this.micro < 0 || i === 0) return true;
+    return this.g.microStep[this.top[i]] === this.micro;
+  }
+
+  /** Shows only the root children of micro step k (-1: all). @param {number} k */
+  setMicroStep(k) {
+    if (k === this.micro) return false;
+    this.micro = k;
+    this.buildChildren();
+    this.valid.fill(0);
+    this.rowsCache = null;
+    this.version++;
+    return true;
   }
 
   /** @param {number} i */
@@ -141,6 +185,7 @@ export class TreeModel {
   invalidate(i) {
     for (let k = i; k >= 0; k = this.g.parent[k]) this.valid[k] = 0;
     this.rowsCache = null;
+    this.version++;
   }
 
   /** @param {number} i @param {boolean} open */
@@ -166,10 +211,12 @@ export class TreeModel {
     if (this.n > 0) this.expanded[0] = 1;
     this.valid.fill(0);
     this.rowsCache = null;
+    this.version++;
   }
 
-  /** True if every ancestor of i is expanded. @param {number} i */
+  /** True if i is in the shown micro step and every ancestor of i is expanded. @param {number} i */
   isVisible(i) {
+    if (!this.inStep(i)) return false;
     for (let p = this.g.parent[i]; p >= 0; p = this.g.parent[p]) if (!this.expanded[p]) return false;
     return true;
   }
@@ -179,9 +226,16 @@ export class TreeModel {
     if (this.rowsCache) return this.rowsCache;
     const end = this.g.subtreeEnd;
     const out = [];
-    for (let i = 0; i < this.n; ) {
-      out.push(i);
-      i = this.expanded[i] ? i + 1 : Math.max(i + 1, end[i]);
+    if (this.n) out.push(0);
+    if (this.n && this.expanded[0]) {
+      // The root's shown children one by one (a micro step may leave some out), each subtree in pre-order.
+      for (let c = this.childStart[0]; c < this.childStart[1]; c++) {
+        const top = this.childList[c];
+        for (let i = top; i < end[top]; ) {
+          out.push(i);
+          i = this.expanded[i] ? i + 1 : Math.max(i + 1, end[i]);
+        }
+      }
     }
     this.rowsCache = Int32Array.from(out);
     return this.rowsCache;

@@ -4,7 +4,10 @@
 // Bundling note (scripts/build-site.mjs): in the single-file build the import lines below are
 // replaced by the inlined wasm-bindgen glue and protocol.js, so keep them one per line.
 import init, { initSync, Session } from './pkg/probelens.js';
+import initSqlJs from './vendor/sql-wasm.js';
 import { STREAM_THRESHOLD, STAGES, NAME_SEP } from './protocol.js';
+import { VisDb, VisJson, gunzipIfNeeded, sniffVis } from './visfile.js';
+import { toCsv, compareHeader, compareRows } from './csv.js';
 
 /** @typedef {import('./protocol.js').Request} Request */
 /** @typedef {import('./protocol.js').Response} Response */
@@ -14,8 +17,12 @@ import { STREAM_THRESHOLD, STAGES, NAME_SEP } from './protocol.js';
 
 const scope = /** @type {DedicatedWorkerGlobalScope} */ (/** @type {unknown} */ (self));
 
-/** @type {Session | null} the session whose result is displayed */
+/** @type {Session | VisDb | VisJson | null} the session whose result is displayed (the core's, or an opened file) */
 let current = null;
+/** the task of the displayed result (for the CSV columns) */
+let currentTask = '';
+/** @type {any} the sql.js module, once instantiated */
+let SQL = null;
 /** @type {Session | null} the session being filled by a new load */
 let staging = null;
 /** Counterpart columns of the current result (kept here: the page gets the transferred copies). */
@@ -147,40 +154,110 @@ async function handle(req) {
     }
     case 'layout': {
       const s = need(staging ?? current);
+      if (!(s instanceof Session)) throw new Error('no dump folders loaded');
       post({ id, type: 'result', value: JSON.parse(s.layout()) });
       return;
     }
     case 'run': {
       const s = need(req.session === 'staging' ? staging : current);
+      if (!(s instanceof Session)) throw new Error('no dump folders loaded');
       post({ id, type: 'progress', stage: STAGES.run });
       const t0 = performance.now();
       const text = s.run(JSON.stringify(req.options));
       const tRun = performance.now() - t0;
       post({ id, type: 'progress', stage: STAGES.convert });
       const raw = JSON.parse(text);
-      const npu = toGraph(raw.npu);
-      const bench = raw.bench ? toGraph(raw.bench) : null;
       if (req.session === 'staging') {
         if (current && current !== s) current.free();
         current = s;
         staging = null;
       }
-      currentMatched = { npu: npu.matched.slice(), bench: bench ? bench.matched.slice() : null };
-      const pack = (/** @type {Graph | null} */ g) => {
-        if (!g) return null;
-        const { names, ...rest } = g;
-        return { ...rest, namesJoined: names.join(NAME_SEP) };
-      };
-      const value = { ...raw, npu: pack(npu), bench: pack(bench), timings: { runMs: tRun, totalMs: performance.now() - t0 } };
-      post({ id, type: 'result', value }, [...buffersOf(npu), ...(bench ? buffersOf(bench) : [])]);
+      postResult(id, raw, tRun, t0);
+      return;
+    }
+    case 'openVis': {
+      post({ id, type: 'progress', stage: STAGES.openVis });
+      const bytes = await gunzipIfNeeded(new Uint8Array(req.bytes));
+      const kind = sniffVis(bytes);
+      /** @type {VisDb | VisJson} */
+      let vis;
+      if (kind === 'sqlite') {
+        if (!SQL) {
+          if (!req.sqlWasm) throw new Error('the SQLite reader is not available');
+          SQL = await initSqlJs({ wasmBinary: req.sqlWasm });
+        }
+        vis = new VisDb(SQL, bytes, req.name);
+      } else if (kind === 'json') {
+        let obj;
+        try {
+          obj = JSON.parse(new TextDecoder().decode(bytes));
+        } catch (e) {
+          throw new Error(`${req.name}: invalid JSON: ${messageOf(e)}`);
+        }
+        vis = new VisJson(obj, req.name);
+      } else {
+        throw new Error(`${req.name}: neither a .vis.db (SQLite) nor a .vis (JSON) file`);
+      }
+      if (current) current.free();
+      current = vis;
+      currentMatched = null;
+      post({ id, type: 'result', value: vis.meta() });
+      return;
+    }
+    case 'runVis': {
+      const s = need(current);
+      if (s instanceof Session) throw new Error('no msprobe output file is open');
+      const t0 = performance.now();
+      const raw = s instanceof VisDb ? s.run(req.step, req.rank) : s.run();
+      postResult(id, raw, performance.now() - t0, t0);
+      return;
+    }
+    case 'match': {
+      const s = need(current);
+      if (!(s instanceof Session)) throw new Error('manual matching needs the dump folders (this result was read from a msprobe output file)');
+      /** @type {Map<number, [number | null, number]>[]} */
+      const merged = [new Map(), new Map()];
+      for (const op of req.ops) {
+        const text = op.op === 'match' ? s.matchNodes(op.npu, op.bench, op.recursive) : s.unmatch(op.side, op.index);
+        const ch = JSON.parse(text);
+        [ch.npu, ch.bench].forEach((list, k) => {
+          for (const [i, p, m] of list) merged[k].set(i, [p, m]);
+        });
+      }
+      /** @type {[number, number | null, number][][]} */
+      const out = merged.map((m) => [...m].sort((a, b) => a[0] - b[0]).map(([i, [p, mm]]) => /** @type {[number, number | null, number]} */ ([i, p, mm])));
+      const cm = currentMatched;
+      if (cm) {
+        for (const [i, , m] of out[0]) cm.npu[i] = m;
+        const cb = cm.bench;
+        if (cb) for (const [i, , m] of out[1]) cb[i] = m;
+      }
+      post({ id, type: 'result', value: { npu: out[0], bench: out[1] } });
+      return;
+    }
+    case 'exportCsv': {
+      const s = need(current);
+      const m = currentMatched;
+      if (!m || !m.bench) throw new Error('the compare table needs a compare result (two sides)');
+      post({ id, type: 'progress', stage: STAGES.exportCsv });
+      /** @type {string[][]} */
+      const rows = [compareHeader(currentTask)];
+      for (let i = 0; i < m.npu.length; i++) {
+        const b = m.npu[i];
+        if (b < 0) continue;
+        const own = nodeOf(s, 'npu', i);
+        if (!own.rows?.length) continue;
+        rows.push(...compareRows(currentTask, own, nodeOf(s, 'bench', b)));
+      }
+      post({ id, type: 'result', value: { csv: toCsv(rows), rows: rows.length - 1 } });
       return;
     }
     case 'nodePair': {
       const s = need(current);
       const other = req.side === 'npu' ? 'bench' : 'npu';
-      const own = JSON.parse(s.node(req.side, req.index));
+      const own = nodeOf(s, req.side, req.index);
       const m = currentMatched?.[req.side]?.[req.index] ?? -1;
-      const peer = m >= 0 && currentMatched?.[other] ? JSON.parse(s.node(other, m)) : null;
+      const peer = m >= 0 && currentMatched?.[other] ? nodeOf(s, other, m) : null;
       post({ id, type: 'result', value: req.side === 'npu' ? { npu: own, bench: peer } : { npu: peer, bench: own } });
       return;
     }
@@ -189,6 +266,33 @@ async function handle(req) {
       post({ id: r.id, type: 'error', message: `unknown request type ${r.type}` });
     }
   }
+}
+
+/**
+ * Details of a node of the current result.
+ * @param {Session | VisDb | VisJson} s @param {Side} side @param {number} index
+ * @returns {import('./protocol.js').NodeDetail}
+ */
+function nodeOf(s, side, index) {
+  return s instanceof Session ? JSON.parse(s.node(side, index)) : s.node(side, index);
+}
+
+/**
+ * Converts a run answer to typed columns and posts it (the buffers are transferred).
+ * @param {number} id @param {any} raw @param {number} tRun @param {number} t0
+ */
+function postResult(id, raw, tRun, t0) {
+  const npu = toGraph(raw.npu);
+  const bench = raw.bench ? toGraph(raw.bench) : null;
+  currentMatched = { npu: npu.matched.slice(), bench: bench ? bench.matched.slice() : null };
+  currentTask = raw.task ?? '';
+  const pack = (/** @type {Graph | null} */ g) => {
+    if (!g) return null;
+    const { names, ...rest } = g;
+    return { ...rest, namesJoined: names.join(NAME_SEP) };
+  };
+  const value = { ...raw, npu: pack(npu), bench: pack(bench), timings: { runMs: tRun, totalMs: performance.now() - t0 } };
+  post({ id, type: 'result', value }, [...buffersOf(npu), ...(bench ? buffersOf(bench) : [])]);
 }
 
 /**

@@ -1,0 +1,285 @@
+// @ts-check
+// Chinese and English for every visible string. The English text is the key (so the code reads as
+// the page does); ZH maps it to Chinese. Static elements are marked in index.html with
+// data-i18n (text), data-i18n-title, data-i18n-aria and data-i18n-placeholder; translateDom()
+// remembers each element's English text the first time and re-translates from it.
+
+/** @typedef {'en' | 'zh'} Lang */
+
+const LANG_KEY = 'probelens.lang';
+
+/** @type {Lang} */
+let current = 'en';
+
+/** @type {Record<string, string>} */
+export const ZH = {
+  // page and header
+  'probelens — msprobe NPU vs Bench graph compare': 'probelens — msprobe NPU 与标杆图比对',
+  'No data loaded.': '尚未加载数据。',
+  'Legend: precision classes with node counts': '图例：精度等级及节点数',
+  'Keyboard shortcuts (?)': '键盘快捷键 (?)',
+  'Keyboard shortcuts': '键盘快捷键',
+  Close: '关闭',
+  'zoom in / out about the pointer': '以指针为中心放大 / 缩小',
+  'pan left / right': '向左 / 向右平移',
+  'drag, wheel': '拖动、滚轮',
+  'pan, zoom about the pointer': '平移、以指针为中心缩放',
+  'move in the outline, collapse / expand': '在大纲中移动、折叠 / 展开',
+  'expand or collapse the selected node': '展开或折叠选中的节点',
+  'double-click': '双击',
+  'expand or collapse a node': '展开或折叠节点',
+  'Ctrl/⌘-click': 'Ctrl/⌘ + 单击',
+  'pick a node for a manual match without moving the selection': '选取节点用于手动匹配，不改变当前选中',
+  'match the two picked nodes': '匹配选取的两个节点',
+  'undo / redo a match or unmatch': '撤销 / 重做匹配或取消匹配',
+  'search node names': '搜索节点名称',
+  'this help': '本帮助',
+  // inputs
+  Inputs: '输入',
+  'Debug / NPU': '调试侧 / NPU',
+  Bench: '标杆侧',
+  NPU: 'NPU',
+  'Folder…': '文件夹…',
+  Clear: '清除',
+  'Show the Bench side alone (build view)': '只显示标杆侧（构图视图）',
+  'Show the NPU side alone (build view)': '只显示 NPU 侧（构图视图）',
+  'Choose the NPU (debug) dump folder': '选择 NPU（调试侧）dump 文件夹',
+  'Choose the Bench dump folder': '选择标杆侧 dump 文件夹',
+  'drop a dump folder here': '将 dump 文件夹拖放到此处',
+  '{n} file': '{n} 个文件',
+  '{n} files': '{n} 个文件',
+  'not shown: see the error': '未显示：见错误信息',
+  'Layer mapping': '层映射',
+  Source: '来源',
+  'Choose a layer mapping YAML file': '选择层映射 YAML 文件',
+  'Layer mapping source': '层映射来源',
+  'no YAML (built-in rules)': '无 YAML（内置规则）',
+  'msprobe output': 'msprobe 输出文件',
+  'Open…': '打开…',
+  'Open a .vis.db (msprobe 26.x, probelens) or a legacy .vis JSON (msprobe 8.1 and older); gzipped files too': '打开 .vis.db（msprobe 26.x、probelens）或旧版 .vis JSON（msprobe 8.1 及更早）；也支持 gzip 压缩文件',
+  'Open a msprobe .vis.db or .vis file': '打开 msprobe 的 .vis.db 或 .vis 文件',
+  'not used: showing {file}': '未使用：正在显示 {file}',
+  '.vis JSON (msprobe ≤ 8.1)': '.vis JSON（msprobe ≤ 8.1）',
+  Options: '选项',
+  'layer mapping': '层映射',
+  'fuzzy match': '模糊匹配',
+  'overflow check': '溢出检测',
+  '-lm: map layer names with the mapping (bare -lm when no YAML is chosen)': '-lm：按映射文件映射层名（未选 YAML 时为不带参数的 -lm）',
+  '-fm: fuzzy matching of node names': '-fm：节点名称模糊匹配',
+  '-oc: overflow check': '-oc：溢出检测',
+  Step: '步',
+  Rank: '卡',
+  step: '步',
+  rank: '卡',
+  'Micro-step': '微步',
+  all: '全部',
+  'sync expand': '同步展开',
+  'Expand/collapse the matched node in the other pane too': '在另一侧同步展开/折叠对应节点',
+  minimap: '小地图',
+  'Show a minimap in each pane': '在每个窗格中显示小地图',
+  Demo: '示例',
+  // progress
+  '{stage} — {done} of {total}': '{stage} — {done} / {total}',
+  'Starting the core': '正在启动核心',
+  'Reading NPU files': '正在读取 NPU 文件',
+  'Reading Bench files': '正在读取标杆侧文件',
+  'Checking NPU files': '正在检查 NPU 文件',
+  'Checking Bench files': '正在检查标杆侧文件',
+  'Checking folder layout': '正在检查文件夹结构',
+  'Building and comparing graphs': '正在构图并比对',
+  'Preparing the graphs': '正在准备图数据',
+  'Laying out': '正在布局',
+  'Opening the file': '正在打开文件',
+  'Exporting the compare table': '正在导出比对表',
+  Matching: '正在匹配',
+  'Reading the demo': '正在读取示例',
+  // panes, legend, summary
+  'Debug / NPU graph': '调试侧 / NPU 图',
+  'Bench graph': '标杆侧图',
+  'NPU nodes': 'NPU 节点',
+  'Bench nodes': '标杆侧节点',
+  'NPU graph (use the outline for keyboard navigation)': 'NPU 图（用大纲进行键盘导航）',
+  'Bench graph (use the outline for keyboard navigation)': '标杆侧图（用大纲进行键盘导航）',
+  'Resize panes': '调整窗格大小',
+  'Resize the details panel': '调整详情面板大小',
+  Fit: '适应',
+  'Fit the graph to the pane': '使图适应窗格',
+  'Expand all': '全部展开',
+  Collapse: '折叠',
+  '{side} — build graph': '{side} — 构图',
+  nodes: '节点',
+  pass: '通过',
+  warning: '警告',
+  error: '错误',
+  'unmatched node': '未匹配节点',
+  unmatched: '未匹配',
+  'no precision index': '无精度指标',
+  'overflow {level}': '溢出 {level}',
+  'overflow {level}: {n} NPU nodes, {b} Bench nodes': '溢出 {level}：{n} 个 NPU 节点，{b} 个标杆侧节点',
+  '{n} nodes (build graph)': '{n} 个节点（构图）',
+  'NPU {n} nodes · Bench {nb} nodes · matched {m} · unmatched {un} NPU / {ub} Bench · errors {e} · warnings {w}':
+    'NPU {n} 个节点 · 标杆侧 {nb} 个节点 · 已匹配 {m} · 未匹配 NPU {un} / 标杆侧 {ub} · 错误 {e} · 警告 {w}',
+  'task {task}': '任务 {task}',
+  // tools
+  Tools: '工具',
+  'Show or hide the tools': '显示或隐藏工具栏',
+  Search: '搜索',
+  'Side to search': '搜索哪一侧',
+  'Search node names': '搜索节点名称',
+  'node name (press /)': '节点名称（按 /）',
+  'Regular expression (case-insensitive)': '正则表达式（不区分大小写）',
+  'Invalid regular expression: {msg}': '正则表达式无效：{msg}',
+  '{pos} of {n}': '第 {pos} / {n} 个',
+  '{n} node': '{n} 个节点',
+  '{n} nodes': '{n} 个节点',
+  Filter: '筛选',
+  'Side to filter': '筛选哪一侧',
+  '— choose a filter —': '— 选择筛选条件 —',
+  'unmatched only': '仅未匹配',
+  'matched only': '仅已匹配',
+  'First divergence': '首个分歧点',
+  'Find the first divergence': '查找首个分歧点',
+  "Jumps to the earliest node in execution order (pre-order of the NPU graph, forward nodes first, then backward; backward = the name contains .backward. or ends with .backward) whose verdict is error (matched, precision index in the legend's error range) while none of its descendants is an error, so the fault is its own. If every earlier node of its pass passes or is unmatched, all its inputs passed.":
+    '跳转到执行顺序中最早的、结论为错误（已匹配且精度指标落在图例的错误区间内）且其所有子孙节点都不是错误的节点，即问题出在它自身。执行顺序为 NPU 图的先序遍历，先正向节点、后反向节点（名称包含 .backward. 或以 .backward 结尾的为反向）。若同一阶段中它之前的节点全部通过或未匹配，则它的所有输入都通过。',
+  'The first divergence needs a compare result (two sides).': '首个分歧点需要比对结果（两侧）。',
+  'No node has an error verdict.': '没有结论为错误的节点。',
+  forward: '正向',
+  backward: '反向',
+  'No forward node is an error. ': '正向节点中没有错误。',
+  '{name} is the first {pass} node whose verdict is error (precision index {p}) while every earlier {pass} node passes or is unmatched, so all its inputs passed; none of its descendants is an error.':
+    '{name} 是第一个结论为错误的{pass}节点（精度指标 {p}），它之前的所有{pass}节点均通过或未匹配，因此它的输入都通过；它的子孙节点均不是错误。',
+  '{name} is the earliest {pass} node whose own verdict is error (precision index {p}) while none of its descendants is an error, so the fault is its own. The {e} earlier error nodes are its ancestors (their verdict includes it); {w} earlier nodes have warnings.':
+    '{name} 是最早的、自身结论为错误（精度指标 {p}）且子孙节点均非错误的{pass}节点，因此问题出在它自身。它之前的 {e} 个错误节点都是它的祖先（其结论包含它）；之前有 {w} 个节点为警告。',
+  'Manual match': '手动匹配',
+  'Click a grey node on each side (or Ctrl/⌘-click to pick), then Match (M).': '在两侧各点击一个灰色节点（或 Ctrl/⌘ + 单击选取），然后点击“匹配”（M）。',
+  recursive: '递归',
+  'Also match corresponding descendants': '同时匹配对应的子孙节点',
+  Match: '匹配',
+  Unmatch: '取消匹配',
+  'Remove the match of the selected node (manual or automatic)': '取消选中节点的匹配（手动或自动）',
+  Undo: '撤销',
+  Redo: '重做',
+  'Undo (Ctrl+Z)': '撤销 (Ctrl+Z)',
+  'Redo (Ctrl+Shift+Z)': '重做 (Ctrl+Shift+Z)',
+  Save: '保存',
+  'Save the manual matches as a .vis.config file': '将手动匹配保存为 .vis.config 文件',
+  'Load…': '加载…',
+  'Re-apply a .vis.config file (by node names)': '重新应用 .vis.config 文件（按节点名称）',
+  'Load a .vis.config file': '加载 .vis.config 文件',
+  '{n} manual pair': '{n} 对手动匹配',
+  '{n} manual pairs': '{n} 对手动匹配',
+  'Matched {n} NPU node(s).': '已匹配 {n} 个 NPU 节点。',
+  'Unmatched.': '已取消匹配。',
+  'Could not restore exactly: {n} node(s) differ.': '无法完全恢复：{n} 个节点不同。',
+  'Undone: {label}.': '已撤销：{label}。',
+  'Redone: {label}.': '已重做：{label}。',
+  match: '匹配',
+  unmatch: '取消匹配',
+  load: '加载配置',
+  'Saved {n} manual pair(s).': '已保存 {n} 对手动匹配。',
+  '{file}: not a JSON file ({msg})': '{file}：不是 JSON 文件（{msg}）',
+  '{file}: expected a JSON object {npu node: bench node}': '{file}：应为 JSON 对象 {NPU 节点: 标杆侧节点}',
+  '{file}: none of its {n} pair(s) name nodes of this result.': '{file}：其中 {n} 对均不对应本结果中的节点。',
+  'Applied {ok} pair(s) from {file}; {bad} not found.': '已应用 {file} 中的 {ok} 对；{bad} 对未找到。',
+  Export: '导出',
+  'PNG: NPU pane': 'PNG：NPU 窗格',
+  'PNG: Bench pane': 'PNG：标杆侧窗格',
+  'CSV: selected node': 'CSV：选中节点',
+  'CSV: all tensors': 'CSV：全部张量',
+  "msprobe's compare table: every compared tensor of this result": 'msprobe 比对表：本结果中所有比对过的张量',
+  'Nothing to export.': '没有可导出的内容。',
+  'The browser could not encode the image.': '浏览器无法生成图片。',
+  'Select a node with tensors first.': '请先选择一个有张量数据的节点。',
+  'The compare table needs a compare result (two sides).': '比对表需要比对结果（两侧）。',
+  '{n} compared tensors exported.': '已导出 {n} 个比对张量。',
+  // details
+  'Node details': '节点详情',
+  Details: '详情',
+  Compare: '比对',
+  Stack: '调用栈',
+  Diagnostics: '诊断信息',
+  'Load a dump folder on each side.': '请在两侧各加载一个 dump 文件夹。',
+  'Select a node to see its tensors.': '选择一个节点查看其张量。',
+  'Select a node to compare its tensors.': '选择一个节点比对其张量。',
+  'Details are unavailable: the core was restarted. Reload the folders.': '详情不可用：核心已重启，请重新加载文件夹。',
+  '(no counterpart)': '（无对应节点）',
+  'precision index {p}': '精度指标 {p}',
+  'This node has no tensor data.': '此节点没有张量数据。',
+  Tensor: '张量',
+  Side: '侧',
+  Copy: '复制',
+  Copied: '已复制',
+  'Copy failed': '复制失败',
+  '(no stack)': '（无调用栈）',
+};
+
+/**
+ * The language to start with: the remembered choice, else the browser's.
+ * @returns {Lang}
+ */
+export function detectLang() {
+  try {
+    const saved = localStorage.getItem(LANG_KEY);
+    if (saved === 'en' || saved === 'zh') return saved;
+  } catch {
+    // storage unavailable (privacy mode): fall back to the browser language
+  }
+  return (navigator.language || '').toLowerCase().startsWith('zh') ? 'zh' : 'en';
+}
+
+/** @param {Lang} lang @param {boolean} remember */
+export function setLang(lang, remember) {
+  current = lang;
+  document.documentElement.lang = lang === 'zh' ? 'zh-CN' : 'en';
+  if (!remember) return;
+  try {
+    localStorage.setItem(LANG_KEY, lang);
+  } catch {
+    // not remembered; the choice still applies to this page
+  }
+}
+
+/** @returns {Lang} */
+export function getLang() {
+  return current;
+}
+
+/**
+ * Translates an English text; `{name}` placeholders are filled from params.
+ * @param {string} key
+ * @param {Record<string, string | number>} [params]
+ */
+export function t(key, params) {
+  let s = current === 'zh' ? ZH[key] ?? key : key;
+  if (params) s = s.replace(/\{(\w+)\}/g, (m, k) => (k in params ? String(params[k]) : m));
+  return s;
+}
+
+/** @param {string | null} s */
+const norm = (s) => (s ?? '').replace(/\s+/g, ' ').trim();
+
+/**
+ * (Re)translates the marked elements under root.
+ * @param {ParentNode} root
+ */
+export function translateDom(root) {
+  for (const el of Array.from(root.querySelectorAll('[data-i18n]'))) {
+    const e = /** @type {HTMLElement} */ (el);
+    if (e.dataset.i18nKey === undefined) e.dataset.i18nKey = norm(e.textContent);
+    e.textContent = t(e.dataset.i18nKey);
+  }
+  for (const [attr, data] of /** @type {[string, string][]} */ ([
+    ['title', 'i18nTitle'],
+    ['aria-label', 'i18nAria'],
+    ['placeholder', 'i18nPlaceholder'],
+  ])) {
+    const sel = `[data-${data.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}]`;
+    for (const el of Array.from(root.querySelectorAll(sel))) {
+      const e = /** @type {HTMLElement} */ (el);
+      const keyProp = `${data}Key`;
+      if (e.dataset[keyProp] === undefined) e.dataset[keyProp] = norm(e.getAttribute(attr));
+      const key = e.dataset[keyProp] ?? '';
+      if (key) e.setAttribute(attr, t(key));
+    }
+  }
+}
