@@ -16,8 +16,8 @@ For each `tests/golden/cases/<name>.case` it writes the case's files into a temp
 from that folder (msprobe 26.2 as installed: `pip install mindstudio-probe==26.2.0`), and freezes
 the resulting `.vis.db` as `tests/golden/cases/<name>.db.json`: every row of `tb_nodes`, `tb_stack`
 and `tb_config` keyed by its `id`, every column except `tb_nodes.dump_data_dir` (absolute paths).
-If msprobe exits non-zero without writing a db, the file is `{"error": "<its last ERROR line>"}`
-and the Rust side must fail too.
+If msprobe exits non-zero (with or without a partial db, e.g. when one rank of a pool fails), the
+file is `{"error": "<its ERROR line>", ...}` and the Rust side must fail too.
 (The message is msprobe's first ERROR line other than the CANN and "unexpected error" ones.)
 
 The `.case` format (parsed the same way by tests/common/mod.rs):
@@ -104,7 +104,7 @@ def regen(name):
         dbs = []
         if os.path.isdir(os.path.join(tmp, "out")):
             dbs = [x for x in os.listdir(os.path.join(tmp, "out")) if x.endswith(".vis.db")]
-        if len(dbs) == 1:
+        if len(dbs) == 1 and proc.returncode == 0:
             result = {"msprobe": msprobe_version(), "cmd": " ".join(cmd[1:])}
             result.update(dump_db(os.path.join(tmp, "out", dbs[0])))
         else:
@@ -112,7 +112,8 @@ def regen(name):
             useful = [l for l in errors if "An unexpected error occurred" not in l]
             msg = (useful or errors or ["exit code %d" % proc.returncode])[0]
             msg = re.sub(r"^\S+ \S+ \(\d+\) \[ERROR\] ", "", msg).replace(tmp + "/", "")
-            result = {"msprobe": msprobe_version(), "cmd": " ".join(cmd[1:]), "error": msg}
+            result = {"msprobe": msprobe_version(), "cmd": " ".join(cmd[1:]), "error": msg,
+                      "exit_code": proc.returncode, "partial_db": len(dbs) == 1}
     with open(os.path.join(CASES, name + ".db.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1, ensure_ascii=False)
         f.write("\n")
