@@ -535,12 +535,16 @@ export function startApp(host) {
   function renderSummary(result, classes, compare) {
     const el = $('summary');
     const n = result.npu.names.length;
-    const count = (/** @type {string} */ cls) => {
-      const k = classes.bins.findIndex((b) => b.cls === cls);
-      let c = 0;
-      if (k >= 0) for (const v of classes.npu) if (v === k) c++;
-      return c;
-    };
+    const perBin = new Array(classes.bins.length).fill(0);
+    for (const v of classes.npu) perBin[v]++;
+    const errK = errorBin(classes.bins);
+    const passK = passBin(classes.bins);
+    const errors = errK >= 0 ? perBin[errK] : 0;
+    // Warnings: the ranged classes between pass and error (one in msprobe 26.x, three in legacy legends).
+    let warnings = 0;
+    classes.bins.forEach((b, k) => {
+      if (Number.isFinite(b.lo) && k !== errK && k !== passK) warnings += perBin[k];
+    });
     el.dataset.npuNodes = String(n);
     if (!compare || !result.bench) {
       el.dataset.benchNodes = '0';
@@ -550,8 +554,6 @@ export function startApp(host) {
     const nb = result.bench.names.length;
     const mN = S.models.npu?.matchedCount ?? 0;
     const mB = S.models.bench?.matchedCount ?? 0;
-    const errors = count('error');
-    const warnings = count('warning');
     Object.assign(el.dataset, {
       benchNodes: String(nb), matchedNpu: String(mN), matchedBench: String(mB),
       errors: String(errors), warnings: String(warnings),

@@ -67,7 +67,11 @@ export function makeBins(nodeColors) {
     const entry = levels.find((e) => e.value?.[0] === b.lo && e.value?.[1] === b.hi);
     b.cls = className(entry?.accuracy_level, k);
   });
-  if (ranged.length) ranged[ranged.length - 1].last = true;
+  if (ranged.length) {
+    const last = ranged[ranged.length - 1];
+    last.last = true;
+    if (last.label === `[${last.lo}, ${last.hi})`) last.label = `[${last.lo}, ${last.hi}]`;
+  }
   const bins = [...ranged];
   bins.push(unmatched ?? {
     cls: 'unmatched', color: UNMATCHED_COLOR, lo: NaN, hi: NaN, last: false, label: 'unmatched', description: '',

@@ -204,7 +204,7 @@ export class DetailsPanel {
       if (r.section !== section) {
         section = r.section;
         const sr = h('tr', 'dsection');
-        const td = /** @type {HTMLTableCellElement} */ (h('td', '', section));
+        const td = /** @type {HTMLTableCellElement} */ (h('td', '', t(section)));
         td.colSpan = cols.length + (single ? 1 : 2);
         sr.append(td);
         tbody.append(sr);

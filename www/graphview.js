@@ -98,9 +98,19 @@ export class GraphView {
     });
   }
 
+  /** Reads the canvas size now (a pane that was just shown or resized has not been observed yet). */
+  measure() {
+    const r = this.canvas.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0) {
+      this.cssW = r.width;
+      this.cssH = r.height;
+    }
+  }
+
   /** Zooms so the whole (visible) graph fits the pane. */
   fit() {
     const m = this.model;
+    this.measure();
     if (!m || !m.n) return this.invalidate();
     m.layout(0);
     const W = this.cssW || this.canvas.clientWidth || 400;
@@ -119,6 +129,7 @@ export class GraphView {
   showNode(i) {
     const m = this.model;
     if (!m || i < 0) return;
+    this.measure();
     m.layout(0);
     const { x, y } = m.absPos(i);
     if (m.h[i] * this.scale < 14) this.scale = Math.min(1.2, Math.max(this.scale, 14 / L.rowH));

@@ -211,6 +211,11 @@ export const ZH = {
   Copied: '已复制',
   'Copy failed': '复制失败',
   '(no stack)': '（无调用栈）',
+  input: '输入',
+  parameters: '参数',
+  output: '输出',
+  parameters_grad: '参数梯度',
+  debug: '调试',
 };
 
 /**

@@ -4,6 +4,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import {
   FIX, OUT, DIST, SINGLE_URL, requireBuild, launch, openPage, fileAllowlist, loads, waitLoad, resultSummary,
   reference, indexOf, readOutline, expectedClasses,
@@ -89,6 +90,43 @@ describe('single file over file://', () => {
     await page.click('#tab-stack');
     await page.click('#details-stack button[data-copy="bench"]');
     await page.waitForFunction(() => document.querySelector('#details-stack button[data-copy="bench"]').textContent === 'Copied');
+    assertClean();
+    await context.close();
+  });
+
+  test('a .vis.db (sql.js inlined), a manual match and a CSV download from file://', async () => {
+    const { page, assertClean, context } = await openPage(browser, fileAllowlist);
+    await page.goto(SINGLE_URL);
+    await waitLoad(page, 0);
+    const dir = path.join(FIX, 'qwen_mix_statistics', 'reference', 'map');
+    const gz = path.join(dir, fs.readdirSync(dir).find((f) => f.endsWith('.vis.db.gz')));
+    // An uncompressed .vis.db, as msprobe writes it.
+    const db = path.join(OUT, 'single-map.vis.db');
+    fs.writeFileSync(db, zlib.gunzipSync(fs.readFileSync(gz)));
+    let n = await loads(page);
+    await page.setInputFiles('#vis-file', db);
+    await waitLoad(page, n);
+    assertRef(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#csv-all')]);
+    const csv = path.join(OUT, 'single-compare.csv');
+    await dl.saveAs(csv);
+    assert.match(fs.readFileSync(csv, 'utf8'), /^NPU Name,Bench Name,/);
+    // Back to the demo without the mapping: match the pair the mapping would match.
+    n = await loads(page);
+    await page.click('#demo-btn');
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    const i = await indexOf(page, 'npu', 'Module.0.module.module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0');
+    const j = await indexOf(page, 'bench', 'Module.module.model.layers.0.self_attn.o_proj.Linear.forward.0');
+    await page.evaluate(([i, j]) => {
+      window.__probelens.select('npu', i);
+      window.__probelens.select('bench', j);
+    }, [i, j]);
+    await page.click('#match-btn');
+    await page.waitForFunction(([i, j]) => window.__probelens.lastResult.npu.matched[i] === j, [i, j]);
+    assert.equal(await page.evaluate((i) => window.__probelens.lastResult.npu.precision[i], i), 1);
     assertClean();
     await context.close();
   });

@@ -306,6 +306,7 @@ describe('page tools', () => {
       }
     }
     assert.equal(await page.locator('#pairs-list').getAttribute('data-count'), '1');
+    await page.locator('#pairs-box').scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(OUT, 'tools-manual-match.png') });
     // Save the hand-made pairs.
     const saved = await downloadOf(page, '#match-save', 'tools-manual.vis.config');
