@@ -210,6 +210,11 @@ impl RankDump {
     }
 
     fn parse_dump(&mut self, buf: &[u8]) -> Result<()> {
+        // Reserve from the file size (msprobe writes indent=1 JSON: about one key per 30 bytes), so
+        // the arenas do not grow by copying; untouched capacity costs no resident memory.
+        self.store.pairs.reserve(buf.len() / 30);
+        self.store.vals.reserve(buf.len() / 80);
+        self.store.text.reserve(buf.len() / 6);
         let file = self.names.dump.clone();
         let f = file.as_str();
         let mut r = Reader::new(buf);
@@ -251,6 +256,10 @@ impl RankDump {
                 ));
             }
         }
+        // Python keeps the last of duplicate keys, so checks wait for the end of the file.
+        let mut data_err: Option<Error> = None;
+        let mut header: Vec<(String, Val, usize)> = Vec::new();
+        let mut entry_at: Vec<usize> = Vec::new();
         if r.peek() == Some(b'}') {
             r.pos += 1;
         } else {
@@ -264,17 +273,19 @@ impl RankDump {
                 let at = r.pos;
                 if key == "data" {
                     self.has_data_key = true;
+                    self.entries.clear();
+                    self.entry_index.clear();
+                    entry_at.clear();
                     if r.peek() == Some(b'{') {
                         self.data_is_object = true;
-                        self.entries.clear();
-                        self.entry_index.clear();
-                        self.parse_entries(&mut r, buf)?;
+                        data_err = None;
+                        self.parse_entries(&mut r, buf, &mut entry_at)?;
                     } else {
                         self.data_is_object = false;
                         let v = r
                             .value(&mut self.store, 1)
                             .map_err(|se| syntax(f, buf, se))?;
-                        return Err(Error::schema_at(
+                        data_err = Some(Error::schema_at(
                             f,
                             "data",
                             line_col(buf, at),
@@ -295,20 +306,9 @@ impl RankDump {
                     if matches!(
                         key.as_str(),
                         "task" | "level" | "framework" | "dump_data_dir"
-                    ) && !matches!(v, Val::Str(_) | Val::Null)
-                    {
-                        let what = match key.as_str() {
-                            "task" => "a string such as \"statistics\"",
-                            "level" => "a string such as \"mix\"",
-                            "framework" => "a string such as \"pytorch\"",
-                            _ => "a path (string) or null",
-                        };
-                        return Err(Error::schema_at(
-                            f,
-                            key.as_str(),
-                            line_col(buf, at),
-                            format!("expected {what}, found {}", type_name(v)),
-                        ));
+                    ) {
+                        header.retain(|(k, _, _)| *k != key);
+                        header.push((key.clone(), v, at));
                     }
                     match key.as_str() {
                         "task" => self.task = as_s(v, &self.store),
@@ -324,6 +324,33 @@ impl RankDump {
             }
         }
         r.end().map_err(|se| syntax(f, buf, se))?;
+        if let Some(err) = data_err {
+            return Err(err);
+        }
+        for (key, v, at) in &header {
+            if !matches!(v, Val::Str(_) | Val::Null) {
+                let what = match key.as_str() {
+                    "task" => "a string such as \"statistics\"",
+                    "level" => "a string such as \"mix\"",
+                    "framework" => "a string such as \"pytorch\"",
+                    _ => "a path (string) or null",
+                };
+                return Err(Error::schema_at(
+                    f,
+                    key.as_str(),
+                    line_col(buf, *at),
+                    format!("expected {what}, found {}", type_name(*v)),
+                ));
+            }
+        }
+        for i in 0..self.entries.len() {
+            let (name, value) = (self.entries[i].name.clone(), self.entries[i].value);
+            self.validate_entry(&name, value, buf, entry_at.get(i).copied().unwrap_or(0))?;
+        }
+        self.has_md5 = self
+            .entries
+            .iter()
+            .any(|e| md5_find(&self.store, e.value));
         if let Some(d) = self.item_warnings.take() {
             self.diagnostics.push(d.into_diagnostic(f));
         }
@@ -335,7 +362,7 @@ impl RankDump {
         Ok(())
     }
 
-    fn parse_entries(&mut self, r: &mut Reader, buf: &[u8]) -> Result<()> {
+    fn parse_entries(&mut self, r: &mut Reader, buf: &[u8], entry_at: &mut Vec<usize>) -> Result<()> {
         let f = self.names.dump.clone();
         let f = f.as_str();
         r.pos += 1; // '{'
@@ -361,16 +388,15 @@ impl RankDump {
             let value = r
                 .value(&mut self.store, 2)
                 .map_err(|se| syntax(f, buf, se))?;
-            self.validate_entry(&name, value, buf, at)?;
-            if !self.has_md5 && md5_find(&self.store, value) {
-                self.has_md5 = true;
-            }
             let overflow = crate::overflow::entry_scene(&self.store, &name, value);
             match self.entry_index.get(&name) {
                 Some(&i) => {
                     if let Some(e) = self.entries.get_mut(i as usize) {
                         e.value = value;
                         e.overflow = overflow;
+                    }
+                    if let Some(a) = entry_at.get_mut(i as usize) {
+                        *a = at;
                     }
                 }
                 None => {
@@ -381,6 +407,7 @@ impl RankDump {
                         value,
                         overflow,
                     });
+                    entry_at.push(at);
                 }
             }
             if !r.comma_or_close(b'}').map_err(|se| syntax(f, buf, se))? {
@@ -571,10 +598,12 @@ impl RankDump {
         };
         // (crumb parent, segment) for paths, built only along what is walked.
         let mut crumbs: Vec<(u32, Seg)> = Vec::new();
-        let mut stack: Vec<(Val, usize, u32)> = Vec::new();
+        // (value, op_item_parse depth, crumb, quiet: below an item whose type is not a string,
+        // where msprobe's reading is already reported).
+        let mut stack: Vec<(Val, usize, u32, bool)> = Vec::new();
         if last == "debug" || last == "parameters_grad" || second_last == "parameters_grad" {
             crumbs.push((u32::MAX, Seg::Root));
-            stack.push((value, 0, 0));
+            stack.push((value, 0, 0, false));
         } else {
             for (key, v) in store.obj(value) {
                 if !IO_KEYS.contains(&store.key(*key)) {
@@ -593,12 +622,19 @@ impl RankDump {
                     ));
                 }
                 crumbs.push((u32::MAX, Seg::Key(*key)));
-                stack.push((*v, 0, crumbs.len() as u32 - 1));
+                stack.push((*v, 0, crumbs.len() as u32 - 1, false));
             }
         }
         let mut warn: Option<(Vec<Seg>, String)> = None;
         let mut warn_count = 0usize;
-        let mut note = |crumbs: &[(u32, Seg)], at: u32, key: Option<KeyId>, msg: String| {
+        let mut note = |quiet: bool,
+                        crumbs: &[(u32, Seg)],
+                        at: u32,
+                        key: Option<KeyId>,
+                        msg: String| {
+            if quiet {
+                return;
+            }
             warn_count += 1;
             if warn.is_none() {
                 let mut p = trail(crumbs, at);
@@ -608,7 +644,7 @@ impl RankDump {
                 warn = Some((p, msg));
             }
         };
-        while let Some((v, depth, crumb)) = stack.pop() {
+        while let Some((v, depth, crumb, quiet)) = stack.pop() {
             let fail = |msg: String, kind: ErrorKind, key: Option<KeyId>| {
                 let mut p = trail(&crumbs, crumb);
                 if let Some(k) = key {
@@ -638,7 +674,7 @@ impl RankDump {
                 Val::List { .. } => {
                     for (i, x) in store.list(v).iter().enumerate().rev() {
                         crumbs.push((crumb, Seg::Index(i as u32)));
-                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1));
+                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1, quiet));
                     }
                 }
                 Val::Obj { .. } => {
@@ -686,6 +722,7 @@ impl RankDump {
                                 };
                                 if let Some(e) = expected {
                                     note(
+                                        quiet,
                                         &crumbs,
                                         crumb,
                                         Some(*kk),
@@ -695,28 +732,41 @@ impl RankDump {
                             }
                             continue;
                         }
-                        Some(t) => note(
-                            &crumbs,
-                            crumb,
-                            Some(k::TYPE),
-                            format!(
-                                "expected the item's type (a string), found {}; msprobe then reads the item's fields as items",
-                                type_name(t)
-                            ),
-                        ),
+                        Some(t) => {
+                            note(
+                                quiet,
+                                &crumbs,
+                                crumb,
+                                Some(k::TYPE),
+                                format!(
+                                    "expected a string (the item's type), found {}",
+                                    type_name(t)
+                                ),
+                            );
+                            // msprobe reads the fields as items; its scalars are ignored
+                            // there, so they are not reported again.
+                            for (kk, x) in pairs.iter().rev() {
+                                if matches!(x, Val::List { .. } | Val::Obj { .. } | Val::Null) {
+                                    crumbs.push((crumb, Seg::Key(*kk)));
+                                    stack.push((*x, depth + 1, crumbs.len() as u32 - 1, true));
+                                }
+                            }
+                            continue;
+                        }
                         None => {}
                     }
                     for (kk, x) in pairs.iter().rev() {
                         crumbs.push((crumb, Seg::Key(*kk)));
-                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1));
+                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1, quiet));
                     }
                 }
                 other => note(
+                    quiet,
                     &crumbs,
                     crumb,
                     None,
                     format!(
-                        "expected an item (an object), a list or null, found {}; msprobe ignores it",
+                        "expected an item (an object), a list or null, found {}",
                         type_name(other)
                     ),
                 ),
@@ -782,7 +832,15 @@ fn trail(crumbs: &[(u32, Seg)], mut at: u32) -> Vec<Seg> {
 /// `data["name"].input_args[0].Max` for messages.
 fn seg_path(store: &Store, name: &str, segs: &[Seg]) -> String {
     let mut p = entry_path(name);
-    for s in segs {
+    // Very deep paths keep their ends.
+    const KEEP: usize = 6;
+    for (i, s) in segs.iter().enumerate() {
+        if segs.len() > 3 * KEEP && i >= KEEP && i < segs.len() - KEEP {
+            if i == KEEP {
+                p.push_str(&format!("...({} levels)...", segs.len() - 2 * KEEP));
+            }
+            continue;
+        }
         match s {
             Seg::Root => {}
             Seg::Index(i) => p.push_str(&format!("[{i}]")),

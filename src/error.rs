@@ -13,6 +13,8 @@ pub enum Place {
     LineCol(usize, usize),
     /// A JSON path such as `data["Functional.linear.0.forward"].input_args[0]`.
     Path(String),
+    /// A JSON path and the line and column where its value starts.
+    PathAt(String, usize, usize),
 }
 
 /// What kind of failure.
@@ -68,6 +70,20 @@ impl Error {
     ) -> Self {
         Self::new(ErrorKind::Schema, file, Place::Path(path.into()), message)
     }
+    /// A schema error at a JSON path whose value starts at `line`, `col`.
+    pub fn schema_at(
+        file: impl Into<String>,
+        path: impl Into<String>,
+        (line, col): (usize, usize),
+        message: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            ErrorKind::Schema,
+            file,
+            Place::PathAt(path.into(), line, col),
+            message,
+        )
+    }
     pub fn kind(&self) -> &ErrorKind {
         &self.0.kind
     }
@@ -96,6 +112,7 @@ impl fmt::Display for Error {
             Place::None => {}
             Place::LineCol(l, c) => write!(f, "line {l}, column {c}: ")?,
             Place::Path(p) => write!(f, "{p}: ")?,
+            Place::PathAt(p, l, c) => write!(f, "line {l}, column {c}: {p}: ")?,
         }
         f.write_str(&self.0.message)
     }

@@ -370,7 +370,16 @@ fn compare_framework(npu: &RankDump, bench: &RankDump) -> Result<()> {
 }
 
 /// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
-pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Result<PairResult> {
+pub fn run_pair(
+    mut npu: RankDump,
+    mut bench: Option<RankDump>,
+    opts: &RunOptions,
+) -> Result<PairResult> {
+    // What the parser read through comes first.
+    let mut parsed: Vec<Diagnostic> = std::mem::take(&mut npu.diagnostics);
+    if let Some(b) = &mut bench {
+        parsed.append(&mut b.diagnostics);
+    }
     let mut gn = Graph::build(&npu)?;
     let Some(bench) = bench else {
         let micro_steps = gn.paging_by_micro_step(None);
@@ -386,7 +395,7 @@ pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Re
             comparison: None,
             mode: Mode::Build,
             micro_steps,
-            diagnostics: Vec::new(),
+            diagnostics: parsed,
         });
     };
     let mut gb = Graph::build(&bench)?;
@@ -414,7 +423,8 @@ pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Re
         gn.apply_overflow(&npu);
         gb.apply_overflow(&bench);
     }
-    let diagnostics = std::mem::take(&mut cmp.diagnostics);
+    let mut diagnostics = parsed;
+    diagnostics.append(&mut cmp.diagnostics);
     Ok(PairResult {
         npu: Side {
             dump: npu,
