@@ -243,6 +243,23 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Fast path for a string without escapes (the opening quote is next): returns it borrowed
+    /// from the input and moves past it; None (position unchanged) when it needs `read_str`.
+    fn plain_str(&mut self) -> Option<&'a str> {
+        let buf: &'a [u8] = self.buf;
+        let start = self.pos + 1;
+        let rest = buf.get(start..)?;
+        let end = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[end] != b'"' {
+            return None;
+        }
+        let s = std::str::from_utf8(&rest[..end]).ok()?;
+        self.pos = start + end + 1;
+        Some(s)
+    }
+
     /// Reads a string (the opening quote is next) into the scratch buffer and returns it.
     pub fn read_str(&mut self) -> R<&str> {
         self.expect(b'"')?;
@@ -420,7 +437,10 @@ impl<'a> Reader<'a> {
                             let here = self.describe_here();
                             return self.err(format!("expected a string key, found {here}"));
                         }
-                        let k = self.read_str()?;
+                        let k = match self.plain_str() {
+                            Some(k) => k,
+                            None => self.read_str()?,
+                        };
                         let k = match store.find_key(k) {
                             Some(id) => id,
                             None => {
@@ -488,10 +508,15 @@ impl<'a> Reader<'a> {
                 })
             }
             Some(b'"') => {
-                let s = self.read_str()?;
-                // `scratch` is borrowed; copy into the store's buffer.
                 let off = store.text.len() as u32;
-                store.text.push_str(s);
+                match self.plain_str() {
+                    Some(s) => store.text.push_str(s),
+                    None => {
+                        let s = self.read_str()?;
+                        // `scratch` is borrowed; copy into the store's buffer.
+                        store.text.push_str(s);
+                    }
+                }
                 Ok(Val::Str(StrRef {
                     off,
                     len: store.text.len() as u32 - off,
