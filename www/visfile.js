@@ -41,10 +41,10 @@ export function sniffVis(u8) {
   return 'unknown';
 }
 
-/** Python's str() of a precision index, like the core's `precisionIndex` text. @param {number | null} p */
+/** A precision index as text, like the core's `precisionIndex` (integers without a fraction, as the db stores them). @param {number | null} p */
 function precisionText(p) {
   if (p === null || p === undefined || !Number.isFinite(p)) return null;
-  return Number.isInteger(p) ? p.toFixed(1) : String(p);
+  return String(p);
 }
 
 /** @param {unknown} v */
