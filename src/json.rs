@@ -587,6 +587,43 @@ mod tests {
         assert_eq!(o[0].1, Val::Int(3));
     }
 
+    /// Regression: duplicate detection switches to a hash index past 32 keys (construct.json has
+    /// one key per node; a linear scan made parsing quadratic). Semantics must not change.
+    #[test]
+    fn duplicate_keys_in_large_objects() {
+        let mut text = String::from("{");
+        for i in 0..100 {
+            text.push_str(&format!("\"k{i}\": {i}, "));
+        }
+        text.push_str("\"k5\": -5, \"k70\": -70, \"last\": 1}");
+        let (s, v) = parse(text.as_bytes()).unwrap();
+        let o = s.obj(v);
+        assert_eq!(o.len(), 101);
+        assert_eq!(s.get(v, "k5"), Some(Val::Int(-5)));
+        assert_eq!(s.get(v, "k70"), Some(Val::Int(-70)));
+        assert_eq!(s.key(o[5].0), "k5");
+        assert_eq!(s.key(o[100].0), "last");
+    }
+
+    #[test]
+    fn escape_free_and_escaped_strings_agree() {
+        let text = "{\"a\\u0062\": \"x\\\"y\", \"ab\": \"plain\", \"c\": \"caf\\u00e9 caf\u{e9}\"}";
+        let (s, v) = parse(text.as_bytes()).unwrap();
+        assert_eq!(s.obj(v).len(), 2);
+        assert_eq!(
+            s.get(v, "ab")
+                .and_then(|x| s.as_str(x).map(str::to_string))
+                .as_deref(),
+            Some("plain")
+        );
+        assert_eq!(
+            s.get(v, "c")
+                .and_then(|x| s.as_str(x).map(str::to_string))
+                .as_deref(),
+            Some("caf\u{e9} caf\u{e9}")
+        );
+    }
+
     #[test]
     fn errors_have_positions() {
         let e = parse(b"{\n \"a\": [1, 2,\n").unwrap_err();
