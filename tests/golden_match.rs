@@ -70,3 +70,28 @@ fn match_cross_framework_no_lm() {
 fn match_cross_pt_npu_ms_bench() {
     check("match_cross_pt_npu_ms_bench");
 }
+
+#[test]
+fn match_layer_mapping_renumber() {
+    check("match_layer_mapping_renumber");
+}
+
+#[test]
+fn match_layer_mapping_dump_keys() {
+    check("match_layer_mapping_dump_keys");
+}
+
+#[test]
+fn match_layer_mapping_bad_scope() {
+    check("match_layer_mapping_bad_scope");
+}
+
+#[test]
+fn match_layer_mapping_bad_values() {
+    check("match_layer_mapping_bad_values");
+}
+
+#[test]
+fn match_layer_mapping_rules() {
+    check("match_layer_mapping_rules");
+}
