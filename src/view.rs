@@ -162,6 +162,8 @@ pub struct NodeDto {
     pub overflow_level: Option<&'static str>,
     pub matched_node_link: Vec<String>,
     pub micro_step: i64,
+    /// Linked or unlinked by hand (the db's `modified`).
+    pub modified: bool,
     pub stack: Vec<String>,
     pub input_data: Vec<(String, Vec<(String, String)>)>,
     pub output_data: Vec<(String, Vec<(String, String)>)>,
@@ -263,6 +265,7 @@ pub fn node_dto(res: &PairResult, side: SideSel, id: NodeId) -> Option<NodeDto> 
         overflow_level: node.overflow.map(|o| o.as_str()),
         matched_node_link: link,
         micro_step: node.micro_step.unwrap_or(0),
+        modified: node.modified,
         stack: stack_lines(&side_ref.dump, node.stack),
         input_data: fmt(&input),
         output_data: fmt(&output),

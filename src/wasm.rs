@@ -322,6 +322,7 @@ impl Session {
     /// Manually matches NPU node `npu_index` with Bench node `bench_index` (pre-order indices) and
     /// compares them by msprobe's rules; `recursive` also matches corresponding descendants.
     /// Returns the changes as JSON `{"npu": [[index, precision|null, matched], ...], "bench": [...]}`.
+    /// Refuses (throws) pairs of different node types, as msprobe's UI does.
     #[wasm_bindgen(js_name = matchNodes)]
     pub fn match_nodes(
         &mut self,
@@ -333,36 +334,21 @@ impl Session {
             .last
             .as_mut()
             .ok_or_else(|| js_err("nothing has been run yet"))?;
-        let bo = last
-            .bench_order
-            .as_ref()
-            .ok_or_else(|| js_err("matching needs two sides"))?;
-        let n = *last
-            .npu_order
-            .ids
-            .get(npu_index as usize)
-            .ok_or_else(|| js_err(format!("no NPU node {npu_index}")))?;
-        let b = *bo
-            .ids
-            .get(bench_index as usize)
-            .ok_or_else(|| js_err(format!("no Bench node {bench_index}")))?;
-        let before = snapshot(last);
-        let res = &mut last.res;
-        let (Some(bs), Some(cmp)) = (res.bench.as_mut(), res.comparison.as_mut()) else {
-            return Err(js_err("matching needs two sides"));
-        };
-        crate::compare::manual_match(
-            &mut res.npu.graph,
-            &res.npu.dump,
-            &mut bs.graph,
-            &bs.dump,
-            res.mode,
-            cmp,
-            n,
-            b,
-            recursive,
-        );
-        Ok(changes(last, &before))
+        apply_matches(last, &[(npu_index, bench_index, recursive)])
+    }
+
+    /// Several manual matches at once (e.g. a loaded `.vis.config`): `pairs` is JSON
+    /// `[[npuIndex, benchIndex, recursive], ...]`; returns one change list like `matchNodes`.
+    /// A pair that cannot be matched stops the batch with an error naming it; earlier pairs stay.
+    #[wasm_bindgen(js_name = matchMany)]
+    pub fn match_many(&mut self, pairs: &str) -> std::result::Result<String, JsValue> {
+        let pairs: Vec<(u32, u32, bool)> =
+            serde_json::from_str(pairs).map_err(|e| js_err(format!("bad pair list: {e}")))?;
+        let last = self
+            .last
+            .as_mut()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        apply_matches(last, &pairs)
     }
 
     /// Removes the match of a node (manual or automatic) on `side`; returns the changes like
@@ -414,6 +400,64 @@ impl Session {
             view::node_dto(&last.res, sel, id).ok_or_else(|| js_err(format!("no node {index}")))?;
         serde_json::to_string(&dto).map_err(js_err)
     }
+}
+
+/// Applies manual matches and returns one change list.
+fn apply_matches(
+    last: &mut Last,
+    pairs: &[(u32, u32, bool)],
+) -> std::result::Result<String, JsValue> {
+    let bo = last
+        .bench_order
+        .as_ref()
+        .ok_or_else(|| js_err("matching needs two sides"))?;
+    let mut ids = Vec::with_capacity(pairs.len());
+    for &(ni, bi, rec) in pairs {
+        let n = *last
+            .npu_order
+            .ids
+            .get(ni as usize)
+            .ok_or_else(|| js_err(format!("no NPU node {ni}")))?;
+        let b = *bo
+            .ids
+            .get(bi as usize)
+            .ok_or_else(|| js_err(format!("no Bench node {bi}")))?;
+        ids.push((n, b, rec));
+    }
+    let before = snapshot(last);
+    let res = &mut last.res;
+    let (Some(bs), Some(cmp)) = (res.bench.as_mut(), res.comparison.as_mut()) else {
+        return Err(js_err("matching needs two sides"));
+    };
+    for (n, b, rec) in ids {
+        let (on, ob) = (res.npu.graph.node(n).op, bs.graph.node(b).op);
+        if on != ob {
+            let kind = |op: crate::graph::NodeOp| match op {
+                crate::graph::NodeOp::Module => "module",
+                crate::graph::NodeOp::FunctionApi => "API",
+                crate::graph::NodeOp::ApiCollection => "API collection",
+            };
+            return Err(js_err(format!(
+                "cannot match {} ({}) with {} ({}): the node types differ",
+                res.npu.graph.node(n).name,
+                kind(on),
+                bs.graph.node(b).name,
+                kind(ob)
+            )));
+        }
+        crate::compare::manual_match(
+            &mut res.npu.graph,
+            &res.npu.dump,
+            &mut bs.graph,
+            &bs.dump,
+            res.mode,
+            cmp,
+            n,
+            b,
+            rec,
+        );
+    }
+    Ok(changes(last, &before))
 }
 
 type Snap = (Vec<(Option<f64>, i64)>, Vec<(Option<f64>, i64)>);
