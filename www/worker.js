@@ -217,12 +217,29 @@ async function handle(req) {
       if (!(s instanceof Session)) throw new Error('manual matching needs the dump folders (this result was read from a msprobe output file)');
       /** @type {Map<number, [number | null, number]>[]} */
       const merged = [new Map(), new Map()];
-      for (const op of req.ops) {
-        const text = op.op === 'match' ? s.matchNodes(op.npu, op.bench, op.recursive) : s.unmatch(op.side, op.index);
+      /** @param {string} text */
+      const mergeChanges = (text) => {
         const ch = JSON.parse(text);
         [ch.npu, ch.bench].forEach((list, k) => {
           for (const [i, p, m] of list) merged[k].set(i, [p, m]);
         });
+      };
+      // Consecutive matches go to the core as one batch (one before/after snapshot per batch).
+      for (let k = 0; k < req.ops.length;) {
+        const op = req.ops[k];
+        if (op.op !== 'match') {
+          mergeChanges(s.unmatch(op.side, op.index));
+          k++;
+          continue;
+        }
+        /** @type {[number, number, boolean][]} */
+        const batch = [];
+        for (; k < req.ops.length; k++) {
+          const m = req.ops[k];
+          if (m.op !== 'match') break;
+          batch.push([m.npu, m.bench, m.recursive]);
+        }
+        mergeChanges(batch.length === 1 ? s.matchNodes(batch[0][0], batch[0][1], batch[0][2]) : s.matchMany(JSON.stringify(batch)));
       }
       /** @type {[number, number | null, number][][]} */
       const out = merged.map((m) => [...m].sort((a, b) => a[0] - b[0]).map(([i, [p, mm]]) => /** @type {[number, number | null, number]} */ ([i, p, mm])));

@@ -14,6 +14,9 @@ export class Session {
   layout(): string;
   run(options: string): string;
   node(side: string, index: number): string;
+  matchNodes(npu_index: number, bench_index: number, recursive: boolean): string;
+  matchMany(pairs: string): string;
+  unmatch(side: string, index: number): string;
 }
 export type SyncInitInput = BufferSource | WebAssembly.Module;
 export function initSync(module: { module: SyncInitInput } | SyncInitInput): unknown;
