@@ -10,6 +10,85 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use wasm_bindgen::prelude::*;
 
+/// The wasm heap: dlmalloc (as std uses) over a memory source that grows the wasm memory in
+/// 16 MiB steps instead of the page-by-page growth of std's allocator, whose many small
+/// `memory.grow` calls were about a tenth of a large run.
+#[cfg(target_arch = "wasm32")]
+mod heap {
+    use std::alloc::{GlobalAlloc, Layout};
+    use std::cell::UnsafeCell;
+
+    const PAGE: usize = 65536;
+    const STEP: usize = 16 << 20;
+
+    pub struct BigSteps;
+
+    // SAFETY: regions come from `memory.grow`, are never handed out twice and never released.
+    unsafe impl dlmalloc::Allocator for BigSteps {
+        fn alloc(&self, size: usize) -> (*mut u8, usize, u32) {
+            for want in [size.max(STEP), size] {
+                let pages = want.div_ceil(PAGE);
+                let prev = core::arch::wasm32::memory_grow(0, pages);
+                if prev != usize::MAX {
+                    return ((prev * PAGE) as *mut u8, pages * PAGE, 0);
+                }
+            }
+            (std::ptr::null_mut(), 0, 0)
+        }
+        fn remap(&self, _ptr: *mut u8, _old: usize, _new: usize, _can_move: bool) -> *mut u8 {
+            std::ptr::null_mut()
+        }
+        fn free_part(&self, _ptr: *mut u8, _old: usize, _new: usize) -> bool {
+            false
+        }
+        fn free(&self, _ptr: *mut u8, _size: usize) -> bool {
+            false
+        }
+        fn can_release_part(&self, _flags: u32) -> bool {
+            false
+        }
+        fn allocates_zeros(&self) -> bool {
+            true
+        }
+        fn page_size(&self) -> usize {
+            PAGE
+        }
+    }
+
+    pub struct Heap(UnsafeCell<dlmalloc::Dlmalloc<BigSteps>>);
+
+    // SAFETY: this build has no threads (wasm32-unknown-unknown without atomics); the worker runs
+    // one instance on one thread.
+    unsafe impl Sync for Heap {}
+
+    impl Heap {
+        pub const fn new() -> Heap {
+            Heap(UnsafeCell::new(dlmalloc::Dlmalloc::new_with_allocator(
+                BigSteps,
+            )))
+        }
+    }
+
+    // SAFETY: delegates to dlmalloc with the caller's layout; single-threaded (see above).
+    unsafe impl GlobalAlloc for Heap {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            unsafe { (*self.0.get()).malloc(l.size(), l.align()) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            unsafe { (*self.0.get()).calloc(l.size(), l.align()) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            unsafe { (*self.0.get()).free(p, l.size(), l.align()) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
+            unsafe { (*self.0.get()).realloc(p, l.size(), l.align(), new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static HEAP: Heap = Heap::new();
+}
+
 /// Files dropped for one side, keyed by their path relative to the dropped root.
 #[derive(Default)]
 struct MemFiles {
@@ -308,7 +387,14 @@ impl Session {
             fuzzy: o.fuzzy,
             overflow_check: o.overflow_check,
         };
-        let res = run::run_pair(nd, bd, &opts).map_err(js_err)?;
+        // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
+        let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
+            npu: &self.npu,
+            npu_dir: &pair.npu_dir,
+            bench: &self.bench,
+            bench_dir: dir,
+        });
+        let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref()).map_err(js_err)?;
         let (dto, npu_order, bench_order) = view::run_dto(&res);
         let text = serde_json::to_string(&dto).map_err(js_err)?;
         self.last = Some(Last {
