@@ -91,8 +91,8 @@ async function handle(req) {
   switch (req.type) {
     case 'init': {
       if (req.streamThreshold !== undefined) streamThreshold = req.streamThreshold;
-      if (req.wasm) initSync({ module: new Uint8Array(req.wasm) });
-      else await init();
+      const exp = req.wasm ? initSync({ module: new Uint8Array(req.wasm) }) : await init();
+      wasmMemory = /** @type {{ memory?: WebAssembly.Memory }} */ (exp).memory ?? null;
       post({ id, type: 'result', value: {} });
       return;
     }
@@ -308,7 +308,8 @@ function postResult(id, raw, tRun, t0) {
     const { names, ...rest } = g;
     return { ...rest, namesJoined: names.join(NAME_SEP) };
   };
-  const value = { ...raw, npu: pack(npu), bench: pack(bench), timings: { runMs: tRun, totalMs: performance.now() - t0 } };
+  const wasmBytes = wasmMemory ? wasmMemory.buffer.byteLength : 0;
+  const value = { ...raw, npu: pack(npu), bench: pack(bench), timings: { runMs: tRun, totalMs: performance.now() - t0, wasmBytes } };
   post({ id, type: 'result', value }, [...buffersOf(npu), ...(bench ? buffersOf(bench) : [])]);
 }
 
@@ -321,6 +322,9 @@ function need(s) {
   if (!s) throw new Error('no session: load files first');
   return s;
 }
+
+/** The wasm instance's memory, for the size report in result timings (benchmarks). @type {WebAssembly.Memory | null} */
+let wasmMemory = null;
 
 /** Requests are handled strictly in order, even when one awaits (init). */
 let queue = Promise.resolve();

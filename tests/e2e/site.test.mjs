@@ -501,8 +501,8 @@ describe('served site: big inputs', () => {
       const sum = await resultSummary(page);
       assert.equal(sum.npu.nodes, nodes);
       assert.equal(sum.npu.matched, nodes);
+      // Timings are reported, not asserted (no timed tests: bench/browser.mjs measures them).
       const maxLag = await lag;
-      assert.ok(maxLag < 1000, `main thread blocked ${maxLag} ms during the load`);
       const m = await page.evaluate(() => {
         const out = { displayMs: window.__probelens.timings.displayMs };
         const v = window.__probelens.views.npu;
@@ -530,9 +530,7 @@ describe('served site: big inputs', () => {
         out.rows = Number(o.dataset.rowCount);
         return out;
       });
-      assert.ok(m.expandAllMs < 1500, `expand all ${m.expandAllMs} ms`);
-      for (const d of m.draws) assert.ok(d.ms < 100, `frame at scale ${d.s}: ${d.ms} ms for ${d.drawn} boxes`);
-      assert.ok(m.selectMs < 500, `select ${m.selectMs} ms`);
+      for (const d of m.draws) assert.ok(d.drawn > 0, `frame at scale ${d.s} drew boxes`);
       assert.equal(m.rows, nodes);
       assert.ok(m.domRows < 200, `outline is virtualised (${m.domRows} DOM rows)`);
       await page.waitForTimeout(200);
