@@ -55,3 +55,8 @@ fn compare_task_mismatch() {
 fn compare_md5_mixed() {
     check("compare_md5_mixed");
 }
+
+#[test]
+fn compare_odd_values() {
+    check("compare_odd_values");
+}

@@ -73,3 +73,13 @@ fn graph_megatron_micro() {
 fn graph_recompute() {
     check("graph_recompute");
 }
+
+#[test]
+fn graph_megatron_compare() {
+    check("graph_megatron_compare");
+}
+
+#[test]
+fn graph_micro_steps_quirks() {
+    check("graph_micro_steps_quirks");
+}

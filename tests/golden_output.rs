@@ -31,6 +31,11 @@ fn output_micro_steps_bench_unmatched() {
     check("output_micro_steps_bench_unmatched");
 }
 
+#[test]
+fn output_micro_steps_fuzzy() {
+    check("output_micro_steps_fuzzy");
+}
+
 /// Every case, whatever its layer, equals msprobe's db in every cell.
 #[test]
 fn every_case_every_cell() {
