@@ -53,7 +53,39 @@ fn every_case_every_cell() {
             },
         );
         if !d.is_empty() {
-            failures.push(format!("{name}: {} difference(s), first: {}", d.len(), d[0]));
+            failures.push(format!(
+                "{name}: {} difference(s), first: {}",
+                d.len(),
+                d[0]
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every case through the `probelens` binary (files on disk, arguments, SQLite writing, the
+/// distributed post-analysis as the CLI does it) equals msprobe's db in every cell.
+#[test]
+fn every_case_through_the_cli() {
+    let mut failures = Vec::new();
+    for name in common::all_cases() {
+        let want = common::expected(&name);
+        let got = common::run_cli(&common::load_case(&name));
+        let d = common::diff(
+            &want,
+            &got,
+            &[],
+            Tables {
+                stack: true,
+                config: true,
+            },
+        );
+        if !d.is_empty() {
+            failures.push(format!(
+                "{name}: {} difference(s), first: {}",
+                d.len(),
+                d[0]
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -76,7 +108,9 @@ fn every_case_has_a_test() {
             missing.push(format!("{name}: no test"));
         }
         if !common::cases_dir().join(format!("{name}.db.json")).exists() {
-            missing.push(format!("{name}: no .db.json (run tests/golden/regen.py {name})"));
+            missing.push(format!(
+                "{name}: no .db.json (run tests/golden/regen.py {name})"
+            ));
         }
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));

@@ -568,3 +568,81 @@ pub fn all_cases() -> Vec<String> {
     v.sort();
     v
 }
+
+/// Runs the `probelens` binary on a case written to a temporary folder, as msprobe was run by
+/// regen.py (`graph_visualize -tp npu [-gp bench] -o out <args>` from inside the folder), and
+/// reads back its `.vis.db`. Exit status non-zero = an error outcome.
+pub fn run_cli(case: &Case) -> Outcome {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "probelens-golden-{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        case.name
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (p, body) in &case.files {
+        let full = dir.join(p);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, body).unwrap();
+    }
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_probelens"));
+    cmd.args(["graph_visualize", "-tp", "npu"]);
+    if case.files.keys().any(|p| p.starts_with("bench/")) {
+        cmd.args(["-gp", "bench"]);
+    }
+    cmd.args(["-o", "out"])
+        .args(&case.args)
+        .arg("--no-progress");
+    let out = cmd.current_dir(&dir).output().unwrap();
+    let outcome = if !out.status.success() {
+        Outcome::Error(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    } else {
+        let db = std::fs::read_dir(dir.join("out"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with(".vis.db"))
+            .expect("a .vis.db");
+        Outcome::Db(read_db(&db))
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    outcome
+}
+
+/// The three tables of a `.vis.db` file.
+pub fn read_db(path: &Path) -> Db {
+    use rusqlite::types::Value;
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let table = |name: &str| -> BTreeMap<String, Row> {
+        let mut stmt = conn.prepare(&format!("select * from {name}")).unwrap();
+        let cols: Vec<String> = stmt.column_names().iter().map(|s| s.to_string()).collect();
+        let mut rows = stmt.query([]).unwrap();
+        let mut out = BTreeMap::new();
+        while let Some(r) = rows.next().unwrap() {
+            let mut row = Row::new();
+            for (i, c) in cols.iter().enumerate() {
+                if name == "tb_nodes" && c == "dump_data_dir" {
+                    continue;
+                }
+                let cell = match r.get::<_, Value>(i).unwrap() {
+                    Value::Null => Cell::Null,
+                    Value::Integer(v) => Cell::Int(v),
+                    Value::Real(v) => Cell::Real(v),
+                    Value::Text(t) => Cell::Text(t),
+                    Value::Blob(_) => panic!("blob in {name}.{c}"),
+                };
+                row.insert(c.clone(), cell);
+            }
+            let id = row["id"].as_text().unwrap_or_default().to_string();
+            out.insert(id, row);
+        }
+        out
+    };
+    Db {
+        nodes: table("tb_nodes"),
+        stacks: table("tb_stack"),
+        config: table("tb_config"),
+    }
+}
