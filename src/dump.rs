@@ -347,10 +347,7 @@ impl RankDump {
             let (name, value) = (self.entries[i].name.clone(), self.entries[i].value);
             self.validate_entry(&name, value, buf, entry_at.get(i).copied().unwrap_or(0))?;
         }
-        self.has_md5 = self
-            .entries
-            .iter()
-            .any(|e| md5_find(&self.store, e.value));
+        self.has_md5 = self.entries.iter().any(|e| md5_find(&self.store, e.value));
         if let Some(d) = self.item_warnings.take() {
             self.diagnostics.push(d.into_diagnostic(f));
         }
@@ -362,7 +359,12 @@ impl RankDump {
         Ok(())
     }
 
-    fn parse_entries(&mut self, r: &mut Reader, buf: &[u8], entry_at: &mut Vec<usize>) -> Result<()> {
+    fn parse_entries(
+        &mut self,
+        r: &mut Reader,
+        buf: &[u8],
+        entry_at: &mut Vec<usize>,
+    ) -> Result<()> {
         let f = self.names.dump.clone();
         let f = f.as_str();
         r.pos += 1; // '{'
@@ -627,23 +629,20 @@ impl RankDump {
         }
         let mut warn: Option<(Vec<Seg>, String)> = None;
         let mut warn_count = 0usize;
-        let mut note = |quiet: bool,
-                        crumbs: &[(u32, Seg)],
-                        at: u32,
-                        key: Option<KeyId>,
-                        msg: String| {
-            if quiet {
-                return;
-            }
-            warn_count += 1;
-            if warn.is_none() {
-                let mut p = trail(crumbs, at);
-                if let Some(k) = key {
-                    p.push(Seg::Key(k));
+        let mut note =
+            |quiet: bool, crumbs: &[(u32, Seg)], at: u32, key: Option<KeyId>, msg: String| {
+                if quiet {
+                    return;
                 }
-                warn = Some((p, msg));
-            }
-        };
+                warn_count += 1;
+                if warn.is_none() {
+                    let mut p = trail(crumbs, at);
+                    if let Some(k) = key {
+                        p.push(Seg::Key(k));
+                    }
+                    warn = Some((p, msg));
+                }
+            };
         while let Some((v, depth, crumb, quiet)) = stack.pop() {
             let fail = |msg: String, kind: ErrorKind, key: Option<KeyId>| {
                 let mut p = trail(&crumbs, crumb);
@@ -699,8 +698,15 @@ impl RankDump {
                                             ));
                                         }
                                     }
-                                    (!matches!(x, Val::Null | Val::Bool(_) | Val::Int(_) | Val::BigInt(_) | Val::Float(_)))
-                                        .then_some("a number, a boolean or null")
+                                    (!matches!(
+                                        x,
+                                        Val::Null
+                                            | Val::Bool(_)
+                                            | Val::Int(_)
+                                            | Val::BigInt(_)
+                                            | Val::Float(_)
+                                    ))
+                                    .then_some("a number, a boolean or null")
                                 } else if *kk == k::VALUE {
                                     if let Val::BigInt(r) = x {
                                         if !big_fits_f64(store.str(*r)) {
@@ -716,7 +722,8 @@ impl RankDump {
                                     (!matches!(x, Val::Null | Val::List { .. }))
                                         .then_some("a list of dimensions or null")
                                 } else if *kk == k::DTYPE {
-                                    (!matches!(x, Val::Null | Val::Str(_))).then_some("a string or null")
+                                    (!matches!(x, Val::Null | Val::Str(_)))
+                                        .then_some("a string or null")
                                 } else {
                                     None
                                 };
@@ -877,8 +884,7 @@ fn locate(buf: &[u8], at: usize, store: &Store, segs: &[Seg]) -> usize {
                 r.pos += 1;
                 let mut found = None;
                 if r.peek() != Some(b'}') {
-                    loop {
-                        let Ok(key) = r.read_str() else { break };
+                    while let Ok(key) = r.read_str() {
                         let hit = key == want;
                         if r.expect(b':').is_err() {
                             break;

@@ -1,0 +1,104 @@
+//! The bodies of the fuzz targets, shared by the libFuzzer binaries (`fuzz_targets/`).
+//!
+//! Each body must never panic, hang or allocate without bound on any input: a `Result` error is
+//! the expected outcome for bad bytes.
+
+use probelens::compare::{compare, compare_mode, CompareOptions};
+use probelens::dump::{FileNames, RankDump};
+use probelens::graph::Graph;
+use probelens::items::Mode;
+use probelens::mapping::{api_mapping, LayerMapping};
+
+/// The valid tiny rank folder of the bad-input corpus (8 nodes of the real Qwen fixture).
+pub const BASE_DUMP: &[u8] = include_bytes!("../../tests/bad_inputs/valid_base/npu/dump.json");
+pub const BASE_CONSTRUCT: &[u8] =
+    include_bytes!("../../tests/bad_inputs/valid_base/npu/construct.json");
+pub const BASE_STACK: &[u8] = include_bytes!("../../tests/bad_inputs/valid_base/npu/stack.json");
+
+fn names() -> FileNames {
+    FileNames::in_dir("npu")
+}
+
+/// Everything a parsed pair goes through: graphs, every node's items, matching and compare.
+fn exercise(npu: &RankDump, bench: &RankDump) {
+    let (Ok(mut gn), Ok(mut gb)) = (Graph::build(npu), Graph::build(bench)) else {
+        return;
+    };
+    for g in [&gn, &gb] {
+        let order = g.post_order();
+        let _ = g.pre_order();
+        for id in order.iter().take(2000) {
+            let _ = g.ancestors(*id);
+        }
+    }
+    for id in gn.pre_order().into_iter().take(2000) {
+        let (i, o) = gn.io(npu, id);
+        let _ = probelens::items::format_map(&npu.store, &i, "x", Mode::Summary);
+        let _ = probelens::items::format_map(&npu.store, &o, "x", Mode::Md5);
+    }
+    let mode = compare_mode(npu, bench).unwrap_or(Mode::Summary);
+    for fuzzy in [false, true] {
+        let opts = CompareOptions {
+            fuzzy,
+            layer_mapping: None,
+        };
+        let _ = compare(&mut gn, npu, &mut gb, bench, mode, &opts);
+    }
+    let _ = gn.paging_by_micro_step(Some(&mut gb));
+    gn.apply_overflow(npu);
+}
+
+/// One input split at its first two NUL bytes into dump.json, construct.json and stack.json.
+pub fn dump_parse(data: &[u8]) {
+    let mut parts = data.splitn(3, |b| *b == 0);
+    let dump = parts.next().unwrap_or(&[]);
+    let construct = parts.next().unwrap_or(BASE_CONSTRUCT);
+    let stack = parts.next().unwrap_or(BASE_STACK);
+    let Ok(npu) = RankDump::parse(names(), dump, construct, stack) else {
+        return;
+    };
+    let Ok(bench) = RankDump::parse(names(), BASE_DUMP, BASE_CONSTRUCT, BASE_STACK) else {
+        return;
+    };
+    exercise(&npu, &bench);
+}
+
+/// The input is construct.json; dump.json and stack.json are the valid base. The same
+/// construct is compared against itself, then against the base graph.
+pub fn graph_build(data: &[u8]) {
+    let Ok(npu) = RankDump::parse(names(), BASE_DUMP, data, BASE_STACK) else {
+        return;
+    };
+    let Ok(same) = RankDump::parse(names(), BASE_DUMP, data, BASE_STACK) else {
+        return;
+    };
+    exercise(&npu, &same);
+    if let Ok(base) = RankDump::parse(names(), BASE_DUMP, BASE_CONSTRUCT, BASE_STACK) {
+        exercise(&npu, &base);
+    }
+}
+
+/// The input is a layer-mapping yaml, applied to the base pair.
+pub fn mapping(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(lm) = LayerMapping::parse("layer_mapping.yaml", text) else {
+        return;
+    };
+    let (Ok(npu), Ok(bench)) = (
+        RankDump::parse(names(), BASE_DUMP, BASE_CONSTRUCT, BASE_STACK),
+        RankDump::parse(names(), BASE_DUMP, BASE_CONSTRUCT, BASE_STACK),
+    ) else {
+        return;
+    };
+    let _ = api_mapping(&npu, &bench, &lm);
+    let (Ok(mut gn), Ok(mut gb)) = (Graph::build(&npu), Graph::build(&bench)) else {
+        return;
+    };
+    let opts = CompareOptions {
+        fuzzy: false,
+        layer_mapping: Some(lm),
+    };
+    let _ = compare(&mut gn, &npu, &mut gb, &bench, Mode::Summary, &opts);
+}

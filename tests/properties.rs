@@ -1,0 +1,242 @@
+//! Properties over every fixture dump (no extra crates):
+//!
+//! - a dump compared with itself matches every node, with precision 0 (or none) and zero diffs;
+//! - results do not depend on the order in which a folder's files are listed (`Files::list`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use probelens::compare::ItemResult;
+use probelens::error::{Error, Result};
+use probelens::export::{self, GraphExport, NodeRow, StackRow};
+use probelens::items::{k, Py};
+use probelens::run::{self, Files, RunOptions};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A dump folder in memory; `list` returns entries in an order shuffled by `seed`.
+struct MemFiles {
+    files: BTreeMap<String, Vec<u8>>,
+    seed: u64,
+}
+
+impl MemFiles {
+    fn load(root: &Path, seed: u64) -> MemFiles {
+        fn walk(dir: &Path, rel: &str, out: &mut BTreeMap<String, Vec<u8>>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let r = run::join(rel, &name);
+                if e.path().is_dir() {
+                    walk(&e.path(), &r, out);
+                } else {
+                    out.insert(r, std::fs::read(e.path()).unwrap());
+                }
+            }
+        }
+        let mut files = BTreeMap::new();
+        walk(root, "", &mut files);
+        MemFiles { files, seed }
+    }
+}
+
+/// A small deterministic generator (xorshift) for shuffles.
+fn shuffle<T>(v: &mut [T], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
+
+impl Files for MemFiles {
+    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        let mut out: Vec<(String, bool)> = Vec::new();
+        for path in self.files.keys() {
+            if let Some(rest) = path.strip_prefix(&prefix) {
+                let (name, is_dir) = match rest.split_once('/') {
+                    Some((d, _)) => (d, true),
+                    None => (rest, false),
+                };
+                if !out.iter().any(|(n, _)| n == name) {
+                    out.push((name.to_string(), is_dir));
+                }
+            }
+        }
+        if self.seed != 0 {
+            shuffle(&mut out, self.seed);
+        }
+        Ok(out)
+    }
+    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
+        self.files
+            .get(path)
+            .map(|b| Cow::Borrowed(b.as_slice()))
+            .ok_or_else(|| Error::input(path, "file not found"))
+    }
+}
+
+/// Every dump root of the fixtures (npu, bench, bench_L0 ...).
+fn roots() -> Vec<PathBuf> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut out = Vec::new();
+    for case in std::fs::read_dir(&fixtures).unwrap().flatten() {
+        if !case.path().is_dir() {
+            continue;
+        }
+        for side in std::fs::read_dir(case.path()).unwrap().flatten() {
+            let name = side.file_name().to_string_lossy().into_owned();
+            if side.path().is_dir() && (name.starts_with("npu") || name.starts_with("bench")) {
+                out.push(side.path());
+            }
+        }
+    }
+    out.sort();
+    assert!(out.len() >= 8, "{out:?}");
+    out
+}
+
+/// Everything written for a compare of `npu` with `bench`, as db rows.
+fn run_all(npu: &MemFiles, bench: &MemFiles) -> (run::Plan, Vec<NodeRow>, Vec<StackRow>) {
+    let plan = run::plan(npu, Some(bench)).unwrap();
+    let mut sink: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
+    for p in &plan.pairs {
+        let nd = run::load_rank(npu, &p.npu_dir).unwrap();
+        let bd = run::load_rank(bench, p.bench_dir.as_deref().unwrap()).unwrap();
+        let res = run::run_pair(nd, Some(bd), &RunOptions::default()).unwrap();
+        let b = res.bench.as_ref().unwrap();
+        for (graph, dump, other, comparison, source) in [
+            (
+                &res.npu.graph,
+                &res.npu.dump,
+                &b.graph,
+                res.comparison.as_ref(),
+                "NPU",
+            ),
+            (&b.graph, &b.dump, &res.npu.graph, None, "Bench"),
+        ] {
+            let x = GraphExport {
+                graph,
+                dump,
+                other: Some(other),
+                comparison,
+                mode: res.mode,
+                data_source: source,
+                step: p.step,
+                rank: p.rank,
+                dump_data_dir: None,
+            };
+            export::export_graph(&x, &mut sink);
+        }
+    }
+    (plan, sink.0, sink.1)
+}
+
+/// A compare column that must be zero for identical inputs: a number, or a text such as "0.0%".
+fn is_zero_or_na(store: &probelens::json::Store, v: &Py) -> bool {
+    if let Some(n) = v.num(store) {
+        return n.as_f64() == 0.0 || n.as_f64().is_nan();
+    }
+    match v.as_str(store) {
+        Some(s) => match s.trim_end_matches('%').parse::<f64>() {
+            Ok(x) => x == 0.0 || x.is_nan(),
+            Err(_) => true, // "N/A", "Nan", "" ...
+        },
+        None => true, // None
+    }
+}
+
+#[test]
+fn a_dump_compared_with_itself_is_all_pass() {
+    let diff_keys = [
+        k::MAX_DIFF,
+        k::MIN_DIFF,
+        k::MEAN_DIFF,
+        k::NORM_DIFF,
+        k::MAX_REL,
+        k::MIN_REL,
+        k::MEAN_REL,
+        k::NORM_REL,
+    ];
+    for root in roots() {
+        let f = MemFiles::load(&root, 0);
+        let plan = run::plan(&f, Some(&f)).unwrap();
+        assert!(!plan.pairs.is_empty());
+        for p in &plan.pairs {
+            let a = run::load_rank(&f, &p.npu_dir).unwrap();
+            let b = run::load_rank(&f, &p.npu_dir).unwrap();
+            let res = run::run_pair(a, Some(b), &RunOptions::default()).unwrap();
+            let where_ = format!("{} step {} rank {}", root.display(), p.step, p.rank);
+            assert!(
+                res.diagnostics.is_empty(),
+                "{where_}: {:?}",
+                res.diagnostics
+            );
+            let g = &res.npu.graph;
+            let reachable = g.pre_order();
+            for id in &reachable {
+                let n = g.node(*id);
+                assert!(n.partner.is_some(), "{where_}: {} unmatched", n.name);
+                if let Some(pr) = n.precision {
+                    assert_eq!(pr.0, 0.0, "{where_}: {} precision {}", n.name, pr.0);
+                }
+            }
+            let cmp = res.comparison.as_ref().unwrap();
+            for (node, items) in &cmp.results {
+                for (item, cols) in items {
+                    let cols: &ItemResult = cols;
+                    for (key, v) in cols {
+                        if diff_keys.contains(key) {
+                            assert!(
+                                is_zero_or_na(&res.npu.dump.store, v),
+                                "{where_}: node {} item {item}: {} = {v:?}",
+                                g.node(*node).name,
+                                res.npu.dump.store.key(*key)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_listing_order() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut pairs = 0;
+    for case in std::fs::read_dir(&fixtures).unwrap().flatten() {
+        let (n, b) = (case.path().join("npu"), case.path().join("bench"));
+        if !n.is_dir() || !b.is_dir() {
+            continue;
+        }
+        pairs += 1;
+        let reference = run_all(&MemFiles::load(&n, 0), &MemFiles::load(&b, 0));
+        for seed in [1u64, 7, 42] {
+            let shuffled = run_all(&MemFiles::load(&n, seed), &MemFiles::load(&b, seed + 100));
+            assert_eq!(
+                reference.0,
+                shuffled.0,
+                "{}: plan, seed {seed}",
+                case.path().display()
+            );
+            assert!(
+                reference.1 == shuffled.1,
+                "{}: node rows differ, seed {seed}",
+                case.path().display()
+            );
+            assert!(
+                reference.2 == shuffled.2,
+                "{}: stack rows differ, seed {seed}",
+                case.path().display()
+            );
+        }
+    }
+    assert!(pairs >= 4);
+}
