@@ -5,32 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use probelens::compare::{manual_match, unmatch};
-use probelens::error::Result;
 use probelens::export::{export_graph, GraphExport, NodeRow, StackRow};
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, Files, PairResult, RunOptions};
-use std::borrow::Cow;
-use std::path::{Path, PathBuf};
+use probelens::run::{self, PairResult, RunOptions};
+use std::path::Path;
 
-struct Dir(PathBuf);
+mod common;
 
-impl Files for Dir {
-    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
-        Ok(std::fs::read_dir(self.0.join(dir))
-            .unwrap()
-            .flatten()
-            .map(|e| {
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    e.path().is_dir(),
-                )
-            })
-            .collect())
-    }
-    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
-        Ok(Cow::Owned(std::fs::read(self.0.join(path)).unwrap()))
-    }
-}
+use common::DiskFiles as Dir;
 
 fn case(lm: bool) -> PairResult {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen_mix_statistics");

@@ -646,3 +646,24 @@ pub fn read_db(path: &Path) -> Db {
         config: table("tb_config"),
     }
 }
+
+/// A dump folder on disk as [`Files`] (for tests over tests/fixtures).
+pub struct DiskFiles(pub PathBuf);
+
+impl Files for DiskFiles {
+    fn list(&self, dir: &str) -> probelens::Result<Vec<(String, bool)>> {
+        Ok(std::fs::read_dir(self.0.join(dir))
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.path().is_dir(),
+                )
+            })
+            .collect())
+    }
+    fn read(&self, path: &str) -> probelens::Result<Cow<'_, [u8]>> {
+        Ok(Cow::Owned(std::fs::read(self.0.join(path)).unwrap()))
+    }
+}
