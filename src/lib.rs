@@ -16,6 +16,7 @@ pub mod graph;
 pub mod items;
 pub mod json;
 pub mod mapping;
+pub mod mapping_export;
 pub mod overflow;
 pub mod pyfmt;
 pub mod run;

@@ -6,6 +6,11 @@
 //! the NPU parent layer (or `TopLayer`), and the n-th item at the NPU scope maps to the n-th
 //! item at the rewritten bench scope.
 //!
+//! Extension (opt-in, ignored by msprobe): a top-level key containing `.` or `*` is a *scoped* key,
+//! a pattern over `<NPU instance path of the parent layer>.<its class name>`; see [`Pattern`].
+//! The rules of every matching scoped key (in file order) are tried before the class-name rules.
+//! A file without such keys keeps msprobe's exact meaning.
+//!
 //! The yaml is parsed in [`LayerMapping::parse`]; only this module touches `serde_yaml`.
 
 use crate::dump::RankDump;
@@ -26,9 +31,95 @@ struct Rule {
 pub struct LayerMapping {
     /// class name -> first source segment -> rules (longest first).
     rules: HashMap<String, HashMap<String, Vec<Rule>>>,
+    /// Scoped keys (our extension), in file order.
+    scoped: Vec<ScopedKey>,
     /// Problems msprobe would stop at ("mapping is not effective"): the mapping is then empty.
     pub invalid: Option<String>,
 }
+
+/// A scoped key and its rules.
+#[derive(Debug, Clone, PartialEq)]
+struct ScopedKey {
+    pattern: Pattern,
+    /// first source segment -> rules (longest first), as for class keys.
+    rules: HashMap<String, Vec<Rule>>,
+}
+
+/// A scoped key's pattern: dot-separated segments matched against
+/// `<instance path of the NPU parent layer>.<its class name>` (the NPU scope segments walked so far
+/// in `convert_scope`, then the class name). A segment `**` matches any number (0 or more) of
+/// segments; `*` inside a segment matches any characters within one segment (so `*` alone is one
+/// whole segment); other characters match themselves. The pattern is implicitly preceded by `**.`,
+/// so it may match anywhere from the start: `image_encoder.**.TransformerLayer` matches
+/// `0.module.image_encoder.blocks.layers.3.TransformerLayer`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pattern {
+    /// The key as written.
+    pub text: String,
+    segs: Vec<String>,
+}
+
+impl Pattern {
+    /// Parses a key; the leading `**` is implied.
+    pub fn new(key: &str) -> Pattern {
+        let mut segs = vec!["**".to_string()];
+        segs.extend(key.split('.').map(str::to_string));
+        Pattern {
+            text: key.to_string(),
+            segs,
+        }
+    }
+
+    /// Whether `subject` (path segments then the class name) matches.
+    pub fn matches<S: AsRef<str>>(&self, subject: &[S]) -> bool {
+        // Classic wildcard matching over segments, `**` as the star; O(|p|·|s|).
+        let p = &self.segs;
+        let n = subject.len();
+        // reach[j]: the first i pattern segments can match the first j subject segments.
+        let mut reach = vec![false; n + 1];
+        reach[0] = true;
+        for seg in p {
+            if seg == "**" {
+                for j in 1..=n {
+                    reach[j] = reach[j] || reach[j - 1];
+                }
+            } else {
+                for j in (1..=n).rev() {
+                    reach[j] = reach[j - 1] && glob_segment(seg, subject[j - 1].as_ref());
+                }
+                reach[0] = false;
+            }
+        }
+        reach[n]
+    }
+}
+
+/// Whether a key is a scoped key (contains `.` or `*`).
+pub fn is_scoped_key(key: &str) -> bool {
+    key.contains('.') || key.contains('*')
+}
+
+/// `*` matches any run of characters inside one segment.
+fn glob_segment(pat: &str, s: &str) -> bool {
+    if !pat.contains('*') {
+        return pat == s;
+    }
+    let parts: Vec<&str> = pat.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if s.len() < first.len() + last.len() || !s.starts_with(first) || !s.ends_with(last) {
+        return false;
+    }
+    let mut rest = &s[first.len()..s.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+type RuleTable = HashMap<String, HashMap<String, Vec<Rule>>>;
 
 impl LayerMapping {
     /// Bare `-lm`: the algorithm with no rules.
@@ -78,20 +169,115 @@ impl LayerMapping {
             }
         };
         Ok(match Self::from_value(&value) {
-            Ok(rules) => LayerMapping {
+            Ok((rules, scoped)) => LayerMapping {
                 rules,
+                scoped,
                 invalid: None,
             },
             Err(why) => LayerMapping {
                 rules: HashMap::default(),
+                scoped: Vec::new(),
                 invalid: Some(format!("{file}: {why}")),
             },
         })
     }
 
+    /// Whether the mapping uses scoped keys (our extension).
+    pub fn has_scoped_keys(&self) -> bool {
+        !self.scoped.is_empty()
+    }
+
+    /// The destination a class key's rule gives `src` (exact source match), if any.
+    pub fn class_rule(&self, class: &str, src: &str) -> Option<&str> {
+        let first = src.split('.').next().unwrap_or("");
+        self.rules
+            .get(class)?
+            .get(first)?
+            .iter()
+            .find(|r| r.src == src)
+            .map(|r| r.dst.as_str())
+    }
+
+    /// `convert_scope`'s rule at one step: the NPU walk is at trie node `cur` after `idx` segments
+    /// of `scope` (`scope[0]` is the `Module`/`TopLayer` head); the first rule, of the matching
+    /// scoped keys (file order) then of the class of `cur`, whose source equals the next segments.
+    /// `scoped_at` caches the matching scoped keys per trie node.
+    fn rule_at(
+        &self,
+        trie: &Trie,
+        cur: usize,
+        scope: &[&str],
+        idx: usize,
+        scoped_at: &mut HashMap<usize, Vec<usize>>,
+    ) -> Option<&Rule> {
+        let child = scope[idx + 1];
+        let type_name = &trie.nodes[cur].type_name;
+        let applies = |r: &&Rule| {
+            let end = (idx + 1 + r.level).min(scope.len());
+            scope[idx + 1..end].join(".") == r.src
+        };
+        if !self.scoped.is_empty() {
+            let keys = scoped_at
+                .entry(cur)
+                .or_insert_with(|| self.matching_scoped(&scope[1..=idx], type_name));
+            let hit = keys
+                .iter()
+                .filter_map(|&k| self.scoped[k].rules.get(child))
+                .flatten()
+                .find(applies);
+            if hit.is_some() {
+                return hit;
+            }
+        }
+        self.rules
+            .get(type_name)
+            .and_then(|m| m.get(child))
+            .into_iter()
+            .flatten()
+            .find(applies)
+    }
+
+    /// Adds one rule under `key` (a class name, `TopLayer`, or a scoped pattern), as if it were
+    /// written at the end of that key's rules in the yaml.
+    pub fn add_rule(&mut self, key: &str, src: &str, dst: &str) {
+        let parts: Vec<&str> = src.split('.').collect();
+        let rule = Rule {
+            src: src.to_string(),
+            dst: dst.split('(').next().unwrap_or("").to_string(),
+            level: parts.len(),
+        };
+        let slot = if is_scoped_key(key) {
+            let at = match self.scoped.iter().position(|k| k.pattern.text == key) {
+                Some(i) => i,
+                None => {
+                    self.scoped.push(ScopedKey {
+                        pattern: Pattern::new(key),
+                        rules: HashMap::default(),
+                    });
+                    self.scoped.len() - 1
+                }
+            };
+            &mut self.scoped[at].rules
+        } else {
+            self.rules.entry(key.to_string()).or_default()
+        };
+        let list = slot.entry(parts[0].to_string()).or_default();
+        list.push(rule);
+        list.sort_by_key(|r| std::cmp::Reverse(r.level));
+    }
+
+    /// Indices of the scoped keys whose pattern matches `path` + `class`.
+    fn matching_scoped(&self, path: &[&str], class: &str) -> Vec<usize> {
+        let mut subject: Vec<&str> = path.to_vec();
+        subject.push(class);
+        (0..self.scoped.len())
+            .filter(|&i| self.scoped[i].pattern.matches(&subject))
+            .collect()
+    }
+
     fn from_value(
         v: &serde_yaml::Value,
-    ) -> std::result::Result<HashMap<String, HashMap<String, Vec<Rule>>>, String> {
+    ) -> std::result::Result<(RuleTable, Vec<ScopedKey>), String> {
         let serde_yaml::Value::Mapping(top) = v else {
             return Err(format!(
                 "the layer mapping must be a mapping of class names to {{source: destination}} rules, found {}",
@@ -116,7 +302,8 @@ impl LayerMapping {
                 entries.push(("TopLayer".to_string(), c));
             }
         }
-        let mut out: HashMap<String, HashMap<String, Vec<Rule>>> = HashMap::default();
+        let mut out: RuleTable = HashMap::default();
+        let mut scoped: Vec<ScopedKey> = Vec::new();
         for (class, rules) in entries {
             let serde_yaml::Value::Mapping(m) = rules else {
                 return Err(format!(
@@ -124,7 +311,18 @@ impl LayerMapping {
                     yaml_kind(rules)
                 ));
             };
-            let slot = out.entry(class.clone()).or_default();
+            let slot = if is_scoped_key(&class) {
+                scoped.push(ScopedKey {
+                    pattern: Pattern::new(&class),
+                    rules: HashMap::default(),
+                });
+                match scoped.last_mut() {
+                    Some(sk) => &mut sk.rules,
+                    None => continue,
+                }
+            } else {
+                out.entry(class.clone()).or_default()
+            };
             for (k, v) in m {
                 let src = match k {
                     serde_yaml::Value::String(s) => s.clone(),
@@ -157,7 +355,7 @@ impl LayerMapping {
                 rules.sort_by_key(|r| std::cmp::Reverse(r.level));
             }
         }
-        Ok(out)
+        Ok((out, scoped))
     }
 }
 
@@ -517,6 +715,127 @@ fn renumber_index_pass(items: &mut [DataItem], type_name: &str, suffix: &str) {
     }
 }
 
+/// The scopes of one side as layer mapping sees them: every dump key's `full_scope` and the trie
+/// of scopes with the class name of each layer. Used to explain and export mappings.
+#[derive(Debug)]
+pub struct ScopeTree {
+    items: Vec<DataItem>,
+    by_name: HashMap<String, usize>,
+    trie: Trie,
+}
+
+/// One step of `convert_scope`: after it, `npu` NPU segments (of the scope without its head) are
+/// consumed and the bench scope (without its head) is `bench`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub npu: usize,
+    pub bench: Vec<String>,
+}
+
+impl ScopeTree {
+    /// The data items and trie of one dump, as `generate_api_mapping_by_layer_mapping` builds them.
+    pub fn build(d: &RankDump) -> std::result::Result<ScopeTree, String> {
+        let items = make_items(d)?;
+        let mut trie = Trie::new();
+        for i in 0..items.len() {
+            trie.insert(&items, i);
+        }
+        let by_name = items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (it.data_name.clone(), i))
+            .collect();
+        Ok(ScopeTree {
+            items,
+            by_name,
+            trie,
+        })
+    }
+
+    /// The `full_scope` of a dump key (e.g. `Module.model.layers.0` for a module).
+    pub fn full_scope(&self, data_name: &str) -> Option<&str> {
+        self.by_name
+            .get(data_name)
+            .map(|&i| self.items[i].full_scope.as_str())
+    }
+
+    /// The class name the trie holds for a layer path (segments after the head), if the path exists:
+    /// the class of the layer module, or the segment itself for a path never dumped as a module.
+    pub fn class_at(&self, path: &[&str]) -> Option<&str> {
+        let mut cur = 0usize;
+        for seg in path {
+            cur = *self.trie.nodes[cur].children.get(*seg)?;
+        }
+        Some(self.trie.nodes[cur].type_name.as_str())
+    }
+
+    /// Whether a scope (segments after the head) exists in the trie.
+    pub fn has_path<S: AsRef<str>>(&self, path: &[S]) -> bool {
+        let mut cur = 0usize;
+        for seg in path {
+            match self.trie.nodes[cur].children.get(seg.as_ref()) {
+                Some(&c) => cur = c,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Every layer path (segments after the head) whose class is `class` and that has the child
+    /// path `src` (dotted) below it.
+    pub fn paths_with(&self, class: &str, src: &str) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        let mut stack: Vec<(usize, Vec<String>)> = vec![(0, Vec::new())];
+        while let Some((cur, path)) = stack.pop() {
+            let node = &self.trie.nodes[cur];
+            if node.type_name == class {
+                let mut c = Some(cur);
+                for seg in src.split('.') {
+                    c = c.and_then(|x| self.trie.nodes[x].children.get(seg).copied());
+                }
+                if c.is_some() {
+                    out.push(path.clone());
+                }
+            }
+            for (name, &c) in &node.children {
+                let mut p = path.clone();
+                p.push(name.clone());
+                stack.push((c, p));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// `convert_scope` of an NPU scope under `lm`, step by step (`scope` includes the head).
+    pub fn convert_steps(&self, lm: &LayerMapping, scope: &str) -> Option<Vec<Step>> {
+        let scope: Vec<&str> = scope.split('.').collect();
+        let mut cache = HashMap::default();
+        let mut steps = Vec::new();
+        let mut bench: Vec<String> = Vec::new();
+        let mut cur = 0usize;
+        let mut idx = 0usize;
+        while idx + 1 < scope.len() {
+            let mut step = 1usize;
+            let mut target = scope[idx + 1];
+            if let Some(r) = lm.rule_at(&self.trie, cur, &scope, idx, &mut cache) {
+                target = &r.dst;
+                step = r.level;
+            }
+            bench.extend(target.split('.').map(str::to_string));
+            for _ in 0..step {
+                cur = *self.trie.nodes[cur].children.get(*scope.get(idx + 1)?)?;
+                idx += 1;
+            }
+            steps.push(Step {
+                npu: idx,
+                bench: bench.clone(),
+            });
+        }
+        Some(steps)
+    }
+}
+
 /// msprobe's `generate_api_mapping_by_layer_mapping`: NPU data key -> bench data key or "N/A".
 /// Errors are the messages msprobe would log before making the mapping ineffective.
 pub fn api_mapping(
@@ -539,29 +858,22 @@ pub fn api_mapping(
         b_trie.insert(&b_items, i);
     }
     let mut out = HashMap::with_capacity_and_hasher(n_items.len(), Default::default());
+    // Scoped keys matching at each NPU trie node (the node determines the path and class).
+    let mut scoped_at: HashMap<usize, Vec<usize>> = HashMap::default();
     for (i, it) in n_items.iter().enumerate() {
         let scope: Vec<&str> = it.full_scope.split('.').collect();
         let mut new_scope = String::from("TopLayer");
         let mut cur = 0usize;
         let mut idx = 0usize;
         while idx + 1 < scope.len() {
-            let child = scope[idx + 1];
-            let type_name = &n_trie.nodes[cur].type_name;
-            let rules = lm.rules.get(type_name).and_then(|m| m.get(child));
             let mut step = 1usize;
-            let mut target = child.to_string();
-            if let Some(rules) = rules {
-                for r in rules {
-                    let end = (idx + 1 + r.level).min(scope.len());
-                    if scope[idx + 1..end].join(".") == r.src {
-                        target = r.dst.clone();
-                        step = r.level;
-                        break;
-                    }
-                }
+            let mut target = scope[idx + 1];
+            if let Some(r) = lm.rule_at(&n_trie, cur, &scope, idx, &mut scoped_at) {
+                target = &r.dst;
+                step = r.level;
             }
             new_scope.push('.');
-            new_scope.push_str(&target);
+            new_scope.push_str(target);
             for _ in 0..step {
                 let name = scope[idx + 1];
                 cur = match n_trie.nodes[cur].children.get(name) {
@@ -659,6 +971,45 @@ mod tests {
         let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
         let e = LayerMapping::parse("deep.yaml", &deep).unwrap_err();
         assert_eq!(e.file(), "deep.yaml");
+    }
+
+    #[test]
+    fn scoped_patterns() {
+        let subj = |s: &str| s.split('.').map(str::to_string).collect::<Vec<_>>();
+        let p = Pattern::new("image_encoder.**.TransformerLayer");
+        assert!(p.matches(&subj(
+            "0.module.image_encoder.blocks.layers.3.TransformerLayer"
+        )));
+        assert!(p.matches(&subj("image_encoder.TransformerLayer")));
+        assert!(!p.matches(&subj("0.module.text_decoder.layers.3.TransformerLayer")));
+        assert!(!p.matches(&subj("image_encoder.blocks.TransformerLayerX")));
+        let p = Pattern::new("layers.*.TransformerLayer");
+        assert!(p.matches(&subj("decoder.layers.0.TransformerLayer")));
+        assert!(!p.matches(&subj("decoder.layers.TransformerLayer")));
+        assert!(!p.matches(&subj("decoder.layers.0.1.TransformerLayer")));
+        let p = Pattern::new("Transformer*");
+        assert!(p.matches(&subj("a.b.TransformerLayer")));
+        assert!(!p.matches(&subj("a.b.Layer")));
+        let p = Pattern::new("*coder.*.*_x*z");
+        assert!(p.matches(&subj("m.decoder.l.a_xyz")));
+        assert!(!p.matches(&subj("m.decoder.l.a_xy")));
+        assert!(is_scoped_key("a.B") && is_scoped_key("B*") && !is_scoped_key("GPTModel"));
+    }
+
+    #[test]
+    fn scoped_keys_parse_apart_from_class_keys() {
+        let m = LayerMapping::parse(
+            "m.yaml",
+            "TransformerLayer:\n  a: b\nvision.**.TransformerLayer:\n  a: c\n  a.x: d\n",
+        )
+        .unwrap();
+        assert!(m.invalid.is_none());
+        assert!(m.has_scoped_keys());
+        assert_eq!(m.rules["TransformerLayer"]["a"][0].dst, "b");
+        assert_eq!(m.scoped[0].pattern.text, "vision.**.TransformerLayer");
+        assert_eq!(m.scoped[0].rules["a"][0].src, "a.x");
+        let plain = LayerMapping::parse("m.yaml", "TransformerLayer:\n  a: b\n").unwrap();
+        assert!(!plain.has_scoped_keys());
     }
 
     #[test]

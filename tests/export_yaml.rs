@@ -1,0 +1,189 @@
+//! Exporting module pairs to layer-mapping yaml: msprobe's module pairs of the Qwen2.5 fixture
+//! (made with the hand-written mapping), exported from nothing, are reproduced by the core with the
+//! exported yaml; exporting into an existing yaml keeps its text.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use probelens::error::Result;
+use probelens::mapping::LayerMapping;
+use probelens::mapping_export::export_mapping;
+use probelens::run::{self, Files, PairResult, RunOptions};
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+struct Dir(PathBuf);
+
+impl Files for Dir {
+    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
+        Ok(std::fs::read_dir(self.0.join(dir))
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.path().is_dir(),
+                )
+            })
+            .collect())
+    }
+    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
+        Ok(Cow::Owned(std::fs::read(self.0.join(path)).unwrap()))
+    }
+}
+
+fn case() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen_mix_statistics")
+}
+
+/// msprobe's matched (NPU, Bench) pairs of one step from a reference db.
+fn reference_pairs(variant: &str, step: i64, modules_only: bool) -> Vec<(String, String)> {
+    let dir = case().join("reference").join(variant);
+    let gz = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".vis.db.gz"))
+        .unwrap();
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
+        .read_to_end(&mut raw)
+        .unwrap();
+    let tmp = std::env::temp_dir().join(format!(
+        "probelens_export_{}_{variant}_{step}.db",
+        std::process::id()
+    ));
+    std::fs::write(&tmp, raw).unwrap();
+    let conn = rusqlite::Connection::open(&tmp).unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT node_name, node_type, matched_node_link FROM tb_nodes \
+             WHERE data_source = 'NPU' AND step = ?1 AND matched_node_link != '[]' ORDER BY node_order",
+        )
+        .unwrap();
+    let rows: Vec<(String, String, String)> = st
+        .query_map([step], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    drop(st);
+    drop(conn);
+    let _ = std::fs::remove_file(&tmp);
+    rows.into_iter()
+        .filter(|(n, t, _)| !modules_only || (t == "0" && n.starts_with("Module.")))
+        .map(|(n, _, link)| {
+            let link: Vec<String> = serde_json::from_str(&link).unwrap();
+            (n, link.last().unwrap().clone())
+        })
+        .collect()
+}
+
+fn load(step: usize) -> (probelens::dump::RankDump, probelens::dump::RankDump) {
+    let (n, b) = (Dir(case().join("npu")), Dir(case().join("bench")));
+    let plan = run::plan(&n, Some(&b)).unwrap();
+    let p = &plan.pairs[step];
+    (
+        run::load_rank(&n, &p.npu_dir).unwrap(),
+        run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap(),
+    )
+}
+
+fn run_with(step: usize, yaml: &str) -> PairResult {
+    let (nd, bd) = load(step);
+    let lm = LayerMapping::parse("exported.yaml", yaml).unwrap();
+    assert!(lm.invalid.is_none(), "{:?}", lm.invalid);
+    let opts = RunOptions {
+        layer_mapping: Some(lm),
+        ..Default::default()
+    };
+    run::run_pair(nd, Some(bd), &opts).unwrap()
+}
+
+fn matched(res: &PairResult) -> BTreeSet<(String, String)> {
+    let g = &res.npu.graph;
+    let gb = &res.bench.as_ref().unwrap().graph;
+    g.pre_order()
+        .into_iter()
+        .filter_map(|id| {
+            g.node(id)
+                .partner
+                .map(|p| (g.node(id).name.clone(), gb.node(p).name.clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn msprobe_module_pairs_round_trip_through_an_exported_yaml() {
+    let pairs = reference_pairs("map", 0, true);
+    assert_eq!(
+        pairs.len(),
+        45,
+        "module pairs of step 0 (DefaultModel and optimizer are not modules of the model)"
+    );
+    let (nd, bd) = load(0);
+    let out = export_mapping("", &nd, &bd, &pairs).unwrap();
+    println!("exported yaml ({} rules):\n{}", out.added.len(), out.yaml);
+    for m in &out.missed {
+        println!("missed: {m:?}");
+    }
+    assert!(out.missed.is_empty(), "{:?}", out.missed);
+    assert_eq!(out.reproduced.len(), pairs.len());
+    // The hand-written layer_mapping.yaml of the fixture has 12 rules.
+    assert!(out.added.len() <= 12, "{} rules", out.added.len());
+
+    // The core, run with the exported yaml, matches every pair; the other step too.
+    for step in [0, 1] {
+        let got = matched(&run_with(step, &out.yaml));
+        let want = reference_pairs("map", step as i64, true);
+        let missing: Vec<_> = want.iter().filter(|p| !got.contains(*p)).collect();
+        assert!(missing.is_empty(), "step {step}: {missing:?}");
+    }
+}
+
+#[test]
+fn export_into_an_existing_yaml_keeps_its_text_and_adds_what_is_missing() {
+    // The fixture's mapping without the MLP rules and with a comment: exporting the MLP pairs puts
+    // them back as an `MLP` key; everything else stays as written.
+    let full = std::fs::read_to_string(case().join("layer_mapping.yaml")).unwrap();
+    let cut = full.replace("MLP:\n  linear_fc1: up_proj\n  linear_fc2: down_proj\n", "");
+    assert_ne!(cut, full);
+    let pairs: Vec<(String, String)> = reference_pairs("map", 0, true)
+        .into_iter()
+        .filter(|(n, _)| n.contains(".mlp.linear_fc"))
+        .collect();
+    assert_eq!(pairs.len(), 8);
+    let (nd, bd) = load(0);
+    let out = export_mapping(&cut, &nd, &bd, &pairs).unwrap();
+    assert!(out.missed.is_empty(), "{:?}", out.missed);
+    assert!(out.yaml.starts_with(&cut), "{}", out.yaml);
+    assert_eq!(out.added.len(), 2, "{:?}", out.added);
+    assert!(out
+        .yaml
+        .contains("MLP:\n  linear_fc1: up_proj\n  linear_fc2: down_proj\n"));
+    // Same matches as the full hand-written mapping.
+    assert_eq!(
+        matched(&run_with(0, &out.yaml)),
+        matched(&run_with(0, &full))
+    );
+
+    // A class rule that would contradict an existing one becomes a scoped key with the exact path.
+    let odd = vec![(
+        "Module.0.module.module.decoder.layers.1.mlp.linear_fc2.RowParallelLinear.forward.0"
+            .to_string(),
+        "Module.module.model.layers.1.mlp.up_proj.Linear.forward.0".to_string(),
+    )];
+    let out = export_mapping(&full, &nd, &bd, &odd).unwrap();
+    assert!(out.missed.is_empty(), "{:?}", out.missed);
+    assert_eq!(out.added.len(), 1);
+    assert_eq!(out.added[0].key, "0.module.module.decoder.layers.1.mlp.MLP");
+    assert!(out.yaml.starts_with(&full));
+    let got = matched(&run_with(0, &out.yaml));
+    assert!(got.contains(&odd[0]));
+    // Layer 0 keeps the class rule.
+    assert!(got.contains(&(
+        "Module.0.module.module.decoder.layers.0.mlp.linear_fc2.RowParallelLinear.forward.0"
+            .to_string(),
+        "Module.module.model.layers.0.mlp.down_proj.Linear.forward.0".to_string(),
+    )));
+}
