@@ -33,6 +33,9 @@ pub struct Comparison {
     /// NPU node -> (item key -> compare columns), in the order msprobe writes them.
     pub results: HashMap<NodeId, Vec<(String, ItemResult)>>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Real-data mode: matched (NPU, bench) pairs whose tensors are still to be compared
+    /// (msprobe's `compare_nodes`, done after matching by `realdata::compare_tensors`).
+    pub real_data: Vec<(NodeId, NodeId)>,
 }
 
 /// msprobe's compare mode from the two dumps (`get_dump_mode`).
@@ -128,6 +131,7 @@ pub fn compare(
     let mut out = Comparison {
         results: HashMap::default(),
         diagnostics,
+        real_data: Vec::new(),
     };
     let mut cx = Ctx {
         gn,
@@ -338,7 +342,8 @@ impl Ctx<'_> {
 
     fn compare_pair(&mut self, n: NodeId, b: NodeId) {
         if matches!(self.mode, Mode::RealData) {
-            // Real-tensor metrics are not computed yet: matched, without a verdict.
+            // The metrics need the tensor files: queued for `realdata::compare_tensors`.
+            self.out.real_data.push((n, b));
             return;
         }
         let (in_n, out_n) = self.gn.io(self.dn, n);
@@ -399,7 +404,7 @@ impl Ctx<'_> {
     }
 }
 
-const IGNORE_PRECISION: [&str; 6] = [
+pub(crate) const IGNORE_PRECISION: [&str; 6] = [
     "empty",
     "empty_like",
     "empty_with_format",
@@ -491,36 +496,36 @@ impl Level {
 
 /// Which store a row value lives in (NPU or bench items).
 #[derive(Debug, Clone, PartialEq)]
-struct V {
-    py: Py,
-    bench: bool,
+pub(crate) struct V {
+    pub(crate) py: Py,
+    pub(crate) bench: bool,
 }
 
 /// One compare row (a line of msprobe's compare table).
 #[derive(Debug, Clone)]
-struct Row {
-    n_name: String,
-    b_name: String,
-    n_dtype: Py,
-    b_dtype: V,
-    n_shape: Py,
-    b_shape: V,
-    n_rg: Py,
-    b_rg: V,
+pub(crate) struct Row {
+    pub(crate) n_name: String,
+    pub(crate) b_name: String,
+    pub(crate) n_dtype: Py,
+    pub(crate) b_dtype: V,
+    pub(crate) n_shape: Py,
+    pub(crate) b_shape: V,
+    pub(crate) n_rg: Py,
+    pub(crate) b_rg: V,
     /// Max/Min/Mean/L2norm diff, then the four relative errors.
-    cols: [Py; 8],
-    n_stats: [Py; 4],
-    b_stats: [V; 4],
-    n_md5: Py,
-    b_md5: V,
-    rg_consistent: bool,
-    level: Level,
-    msgs: Vec<&'static str>,
-    extra: bool,
+    pub(crate) cols: [Py; 8],
+    pub(crate) n_stats: [Py; 4],
+    pub(crate) b_stats: [V; 4],
+    pub(crate) n_md5: Py,
+    pub(crate) b_md5: V,
+    pub(crate) rg_consistent: bool,
+    pub(crate) level: Level,
+    pub(crate) msgs: Vec<&'static str>,
+    pub(crate) extra: bool,
 }
 
 impl Row {
-    fn is_output(&self) -> bool {
+    pub(crate) fn is_output(&self) -> bool {
         self.n_name.contains(".output.")
     }
     fn columns(&self, mode: Mode) -> ItemResult {
@@ -638,7 +643,7 @@ fn tabbed(p: &Py, store: &Store) -> Py {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn rows_for(
+pub(crate) fn rows_for(
     sn: &Store,
     in_n: &ItemMap,
     out_n: &ItemMap,
@@ -769,7 +774,7 @@ fn rows_for(
 }
 
 /// Python `==` between a value of the NPU store and one of the bench store.
-fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
+pub(crate) fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
     if let (Some(x), Some(y)) = (a.num(sa), b.num(sb)) {
         return match (x, y) {
             (Num::Int(p), Num::Int(q)) => p == q,
@@ -841,7 +846,7 @@ fn rela_diff(n: &Py, sn: &Store, b: &Py, sb: &Store) -> (Py, Py) {
 }
 
 /// `str2float`: '23.4%' -> 0.234; anything unparsable -> 0.
-fn str2float(p: &Py, store: &Store) -> f64 {
+pub(crate) fn str2float(p: &Py, store: &Store) -> f64 {
     match p.as_str(store) {
         Some(s) => parse_py_float(s.trim_matches('%'))
             .map(|f| f / 100.0)
@@ -881,7 +886,7 @@ pub fn parse_py_float(s: &str) -> Option<f64> {
     t.parse::<f64>().ok()
 }
 
-fn is_inf_or_nan(p: &Py, store: &Store) -> bool {
+pub(crate) fn is_inf_or_nan(p: &Py, store: &Store) -> bool {
     match p {
         Py::F(f) | Py::V(crate::json::Val::Float(f)) => f.is_nan() || f.is_infinite(),
         _ => match p.as_str(store) {
@@ -929,19 +934,21 @@ fn min_or_max(rows: &[&Row], is_min: bool, store: &Store) -> f64 {
     acc
 }
 
-fn raise(r: &mut Row, level: Level, msg: &'static str) {
+pub(crate) fn raise(r: &mut Row, level: Level, msg: &'static str) {
     if level > r.level {
         r.level = level;
     }
     r.msgs.push(msg);
 }
 
-const MSG_INF_NAN: &str = "error: There is nan/inf/-inf in the maximum or minimum value of NPU.";
+pub(crate) const MSG_INF_NAN: &str =
+    "error: There is nan/inf/-inf in the maximum or minimum value of NPU.";
 const MSG_REL_ERR: &str = "error: The NormRelativeErr of output is greater than 0.5.";
-const MSG_RG: &str = "error: The Required_Grad of NPU and Bench are inconsistent";
-const MSG_PARAMS: &str = "error: The scalar parameters of NPU and Bench are inconsistent.";
-const MSG_DTYPE: &str = "error: The dtype of NPU and Bench are inconsistent.";
-const MSG_SHAPE: &str = "error: The shape of NPU and Bench are inconsistent.";
+pub(crate) const MSG_RG: &str = "error: The Required_Grad of NPU and Bench are inconsistent";
+pub(crate) const MSG_PARAMS: &str =
+    "error: The scalar parameters of NPU and Bench are inconsistent.";
+pub(crate) const MSG_DTYPE: &str = "error: The dtype of NPU and Bench are inconsistent.";
+pub(crate) const MSG_SHAPE: &str = "error: The shape of NPU and Bench are inconsistent.";
 const MSG_REL_WARN: &str = "warning: The norm relative error of output is 10 times that of input.";
 const MSG_CRC_ERR: &str = "error: The CRC-32 value of NPU differs from that of the bench.";
 const MSG_CRC_WARN: &str = "warning: The parameter of NPU does not match the bench.";

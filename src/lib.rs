@@ -19,7 +19,9 @@ pub mod mapping;
 pub mod mapping_export;
 pub mod overflow;
 pub mod pyfmt;
+pub mod realdata;
 pub mod run;
+pub mod tensor;
 pub mod view;
 #[cfg(feature = "wasm")]
 pub mod wasm;

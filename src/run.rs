@@ -440,3 +440,57 @@ pub fn run_pair(
         diagnostics,
     })
 }
+
+/// Where a compared pair's tensor files are: each side's files and rank folder (the tensors are
+/// `<rank folder>/dump_tensor_data/<data_name>`).
+#[derive(Clone, Copy)]
+pub struct TensorFiles<'a> {
+    pub npu: &'a dyn Files,
+    pub npu_dir: &'a str,
+    pub bench: &'a dyn Files,
+    pub bench_dir: &'a str,
+}
+
+/// [`run_pair`], then, for a real-tensor dump (task `tensor`), the tensor compare of every
+/// matched pair (`realdata::compare_tensors`). Without `tensors` (or where a file cannot be
+/// read) the metrics are `unsupported`, as msprobe reports unreadable files. [`run_pair`] alone
+/// leaves such pairs queued in `Comparison::real_data`, matched but without a verdict.
+pub fn run_pair_with_tensors(
+    npu: RankDump,
+    bench: Option<RankDump>,
+    opts: &RunOptions,
+    tensors: Option<&TensorFiles>,
+) -> Result<PairResult> {
+    let mut res = run_pair(npu, bench, opts)?;
+    compare_pair_tensors(&mut res, tensors);
+    Ok(res)
+}
+
+/// The tensor compare of a finished pair's queued real-data pairs (after [`run_pair`] or a
+/// manual match).
+pub fn compare_pair_tensors(res: &mut PairResult, tensors: Option<&TensorFiles>) {
+    let (Some(bench), Some(cmp)) = (res.bench.as_ref(), res.comparison.as_mut()) else {
+        return;
+    };
+    if cmp.real_data.is_empty() {
+        return;
+    }
+    let n = tensors.map(|t| crate::realdata::TensorSide {
+        files: t.npu,
+        rank_dir: t.npu_dir,
+    });
+    let b = tensors.map(|t| crate::realdata::TensorSide {
+        files: t.bench,
+        rank_dir: t.bench_dir,
+    });
+    let mut diags = crate::realdata::compare_tensors(
+        cmp,
+        &mut res.npu.graph,
+        &res.npu.dump,
+        &bench.graph,
+        &bench.dump,
+        n.as_ref(),
+        b.as_ref(),
+    );
+    res.diagnostics.append(&mut diags);
+}

@@ -468,7 +468,8 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                 _ => None,
             };
             let t_parse = tp.elapsed();
-            let res = run::run_pair(nd, bd, &opts)?;
+            let tensors = tensor_files(&npu, bench.as_ref(), &pair.npu_dir, &pair.bench_dir);
+            let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?;
             let t_cmp = tp.elapsed();
             for d in &res.diagnostics {
                 eprintln!("probelens: {d}");
@@ -602,6 +603,21 @@ impl Drop for PartFile {
     }
 }
 
+/// Where a compared pair's tensor files are (real-tensor dumps read `dump_tensor_data/`).
+fn tensor_files<'a>(
+    npu: &'a FsFiles,
+    bench: Option<&'a FsFiles>,
+    npu_dir: &'a str,
+    bench_dir: &'a Option<String>,
+) -> Option<run::TensorFiles<'a>> {
+    Some(run::TensorFiles {
+        npu,
+        npu_dir,
+        bench: bench?,
+        bench_dir: bench_dir.as_deref()?,
+    })
+}
+
 /// `--no-db`: builds and compares every pair and prints counts; writes nothing.
 fn compare_only(
     a: &Args,
@@ -619,7 +635,8 @@ fn compare_only(
             _ => None,
         };
         let t_parse = tp.elapsed();
-        let res = run::run_pair(nd, bd, opts)?;
+        let tensors = tensor_files(npu, bench, &pair.npu_dir, &pair.bench_dir);
+        let res = run::run_pair_with_tensors(nd, bd, opts, tensors.as_ref())?;
         for d in &res.diagnostics {
             eprintln!("probelens: {d}");
         }
