@@ -21,6 +21,7 @@ pub mod overflow;
 pub mod pyfmt;
 pub mod realdata;
 pub mod run;
+pub mod suggest;
 pub mod tensor;
 pub mod view;
 #[cfg(feature = "wasm")]

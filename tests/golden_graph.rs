@@ -15,6 +15,7 @@ fn check(case: &str) {
         Tables {
             stack: true,
             config: true,
+            dump_data_dir: false,
         },
     );
 }

@@ -32,6 +32,11 @@ fn output_micro_steps_bench_unmatched() {
 }
 
 #[test]
+fn output_dump_data_dir() {
+    check("output_dump_data_dir");
+}
+
+#[test]
 fn output_micro_steps_fuzzy() {
     check("output_micro_steps_fuzzy");
 }
@@ -50,6 +55,7 @@ fn every_case_every_cell() {
             Tables {
                 stack: true,
                 config: true,
+                dump_data_dir: false,
             },
         );
         if !d.is_empty() {
@@ -78,6 +84,7 @@ fn every_case_through_the_cli() {
             Tables {
                 stack: true,
                 config: true,
+                dump_data_dir: true,
             },
         );
         if !d.is_empty() {
@@ -127,6 +134,7 @@ fn diff_detects_differences() {
     let all = Tables {
         stack: true,
         config: true,
+        dump_data_dir: false,
     };
     assert!(common::diff(&want, &Outcome::Db(db.clone()), &[], all).is_empty());
     let id = "NPU_0_0_Functional.linear.0.forward";

@@ -14,6 +14,7 @@ fn check(case: &str) {
         Tables {
             stack: false,
             config: true,
+            dump_data_dir: false,
         },
     );
 }

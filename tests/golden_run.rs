@@ -15,6 +15,7 @@ fn check(case: &str) {
         Tables {
             stack: false,
             config: true,
+            dump_data_dir: false,
         },
     );
 }

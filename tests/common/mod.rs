@@ -201,8 +201,8 @@ impl Cell {
 
 pub type Row = BTreeMap<String, Cell>;
 
-/// The three tables of a `.vis.db`, rows keyed by their `id` (`dump_data_dir` left out: it holds
-/// absolute paths).
+/// The three tables of a `.vis.db`, rows keyed by their `id`. `dump_data_dir` holds the case
+/// folder's real path as `$CASE`; the in-memory run has no such column (see [`Tables`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Db {
     pub nodes: BTreeMap<String, Row>,
@@ -237,7 +237,6 @@ pub fn expected(name: &str) -> Outcome {
                 .as_object()
                 .unwrap()
                 .iter()
-                .filter(|(c, _)| c.as_str() != "dump_data_dir")
                 .map(|(c, x)| (c.clone(), Cell::from_json(x)))
                 .collect();
             out.insert(id.clone(), r);
@@ -468,6 +467,8 @@ pub const STACK_COLS: &[&str] = &["stack_id"];
 pub struct Tables {
     pub stack: bool,
     pub config: bool,
+    /// Also `tb_nodes.dump_data_dir` (only the CLI run computes it from the real folder).
+    pub dump_data_dir: bool,
 }
 
 /// Compares `cols` of every `tb_nodes` row (and the same row set), plus the selected tables, with
@@ -497,6 +498,7 @@ pub fn check_all(name: &str) {
         Tables {
             stack: true,
             config: true,
+            dump_data_dir: false,
         },
     );
     assert!(
@@ -532,6 +534,9 @@ pub fn diff(want: &Outcome, got: &Outcome, cols: &[&str], tables: Tables) -> Vec
                 let Some(gr) = gt.get(k) else { continue };
                 for (c, wv) in wr {
                     if !cols.is_empty() && !cols.contains(&c.as_str()) {
+                        continue;
+                    }
+                    if c == "dump_data_dir" && !tables.dump_data_dir {
                         continue;
                     }
                     let gv = gr.get(c).unwrap_or(&Cell::Null);
@@ -605,15 +610,19 @@ pub fn run_cli(case: &Case) -> Outcome {
             .map(|e| e.path())
             .find(|p| p.to_string_lossy().ends_with(".vis.db"))
             .expect("a .vis.db");
-        Outcome::Db(read_db(&db))
+        Outcome::Db(read_db(&db, &dir))
     };
     let _ = std::fs::remove_dir_all(&dir);
     outcome
 }
 
 /// The three tables of a `.vis.db` file.
-pub fn read_db(path: &Path) -> Db {
+pub fn read_db(path: &Path, case_dir: &Path) -> Db {
     use rusqlite::types::Value;
+    let real = std::fs::canonicalize(case_dir)
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
     let conn = rusqlite::Connection::open(path).unwrap();
     let table = |name: &str| -> BTreeMap<String, Row> {
         let mut stmt = conn.prepare(&format!("select * from {name}")).unwrap();
@@ -623,13 +632,11 @@ pub fn read_db(path: &Path) -> Db {
         while let Some(r) = rows.next().unwrap() {
             let mut row = Row::new();
             for (i, c) in cols.iter().enumerate() {
-                if name == "tb_nodes" && c == "dump_data_dir" {
-                    continue;
-                }
                 let cell = match r.get::<_, Value>(i).unwrap() {
                     Value::Null => Cell::Null,
                     Value::Integer(v) => Cell::Int(v),
                     Value::Real(v) => Cell::Real(v),
+                    Value::Text(t) if c == "dump_data_dir" => Cell::Text(t.replace(&real, "$CASE")),
                     Value::Text(t) => Cell::Text(t),
                     Value::Blob(_) => panic!("blob in {name}.{c}"),
                 };

@@ -15,7 +15,8 @@ For each `tests/golden/cases/<name>.case` it writes the case's files into a temp
 
 from that folder (msprobe 26.2 as installed: `pip install mindstudio-probe==26.2.0`), and freezes
 the resulting `.vis.db` as `tests/golden/cases/<name>.db.json`: every row of `tb_nodes`, `tb_stack`
-and `tb_config` keyed by its `id`, every column except `tb_nodes.dump_data_dir` (absolute paths).
+and `tb_config` keyed by its `id`, every column (`tb_nodes.dump_data_dir` with the case folder's
+real path written as `$CASE`).
 If msprobe exits non-zero (with or without a partial db, e.g. when one rank of a pool fails), the
 file is `{"error": "<its ERROR line>", ...}` and the Rust side must fail too.
 (The message is msprobe's first ERROR line other than the CANN and "unexpected error" ones.)
@@ -71,7 +72,9 @@ def parse_case(text):
     return args, files
 
 
-def dump_db(path):
+def dump_db(path, tmp):
+    """The tables by id; dump_data_dir with the case folder's real path written as $CASE."""
+    real = os.path.realpath(tmp)
     con = sqlite3.connect(path)
     out = {}
     for table in ("tb_nodes", "tb_stack", "tb_config"):
@@ -79,7 +82,9 @@ def dump_db(path):
         cols = [d[0] for d in cur.description]
         rows = {}
         for r in cur.fetchall():
-            row = {c: v for c, v in zip(cols, r) if not (table == "tb_nodes" and c == "dump_data_dir")}
+            row = dict(zip(cols, r))
+            if isinstance(row.get("dump_data_dir"), str):
+                row["dump_data_dir"] = row["dump_data_dir"].replace(real, "$CASE")
             rows[str(row["id"])] = row
         out[table] = dict(sorted(rows.items()))
     con.close()
@@ -106,7 +111,7 @@ def regen(name):
             dbs = [x for x in os.listdir(os.path.join(tmp, "out")) if x.endswith(".vis.db")]
         if len(dbs) == 1 and proc.returncode == 0:
             result = {"msprobe": msprobe_version(), "cmd": " ".join(cmd[1:])}
-            result.update(dump_db(os.path.join(tmp, "out", dbs[0])))
+            result.update(dump_db(os.path.join(tmp, "out", dbs[0]), tmp))
         else:
             errors = [l for l in log.splitlines() if "[ERROR]" in l and "CANN" not in l]
             useful = [l for l in errors if "An unexpected error occurred" not in l]
