@@ -274,6 +274,9 @@ variant!(two_ranks_nomap, "qwen_two_ranks", "nomap");
 variant!(two_ranks_build_npu, "qwen_two_ranks", "build_npu");
 variant!(single_build_npu, "qwen_single_graph", "build_npu");
 variant!(single_build_bench_l0, "qwen_single_graph", "build_bench_L0");
+variant!(real_tensor_nomap, "real_tensor", "nomap");
+variant!(real_tensor_map, "real_tensor", "map");
+variant!(real_tensor_fuzzy, "real_tensor", "fuzzy");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -310,6 +313,9 @@ fn all_variants_covered() {
         "qwen_two_ranks/build_npu",
         "qwen_single_graph/build_npu",
         "qwen_single_graph/build_bench_L0",
+        "real_tensor/nomap",
+        "real_tensor/map",
+        "real_tensor/fuzzy",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {
