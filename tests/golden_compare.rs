@@ -60,3 +60,13 @@ fn compare_md5_mixed() {
 fn compare_odd_values() {
     check("compare_odd_values");
 }
+
+#[test]
+fn compare_distributed_items() {
+    check("compare_distributed_items");
+}
+
+#[test]
+fn compare_distributed_items_md5() {
+    check("compare_distributed_items_md5");
+}
