@@ -95,3 +95,13 @@ fn match_layer_mapping_bad_values() {
 fn match_layer_mapping_rules() {
     check("match_layer_mapping_rules");
 }
+
+#[test]
+fn match_fuzzy_detached_partner() {
+    check("match_fuzzy_detached_partner");
+}
+
+#[test]
+fn match_lm_detached_partner() {
+    check("match_lm_detached_partner");
+}
