@@ -60,3 +60,8 @@ fn dump_structure_task() {
 fn dump_entries_not_in_construct() {
     check("dump_entries_not_in_construct");
 }
+
+#[test]
+fn dump_float_repr() {
+    check("dump_float_repr");
+}

@@ -84,3 +84,8 @@ fn graph_megatron_compare() {
 fn graph_micro_steps_quirks() {
     check("graph_micro_steps_quirks");
 }
+
+#[test]
+fn graph_odd_names() {
+    check("graph_odd_names");
+}
