@@ -89,3 +89,8 @@ fn graph_micro_steps_quirks() {
 fn graph_odd_names() {
     check("graph_odd_names");
 }
+
+#[test]
+fn graph_parameters_grad_detached() {
+    check("graph_parameters_grad_detached");
+}
