@@ -70,3 +70,8 @@ fn compare_distributed_items() {
 fn compare_distributed_items_md5() {
     check("compare_distributed_items_md5");
 }
+
+#[test]
+fn compare_scalar_params() {
+    check("compare_scalar_params");
+}
