@@ -150,6 +150,9 @@ struct Last {
     res: PairResult,
     npu_order: Order,
     bench_order: Option<Order>,
+    /// The pair's rank folders, for the tensors of real-data manual matches.
+    npu_dir: String,
+    bench_dir: Option<String>,
 }
 
 /// A loaded pair of dumps and the last result.
@@ -401,6 +404,8 @@ impl Session {
             res,
             npu_order,
             bench_order,
+            npu_dir: pair.npu_dir.clone(),
+            bench_dir: pair.bench_dir.clone(),
         });
         Ok(text)
     }
@@ -420,7 +425,12 @@ impl Session {
             .last
             .as_mut()
             .ok_or_else(|| js_err("nothing has been run yet"))?;
-        apply_matches(last, &[(npu_index, bench_index, recursive)])
+        apply_matches(
+            last,
+            &[(npu_index, bench_index, recursive)],
+            &self.npu,
+            &self.bench,
+        )
     }
 
     /// Several manual matches at once (e.g. a loaded `.vis.config`): `pairs` is JSON
@@ -434,7 +444,7 @@ impl Session {
             .last
             .as_mut()
             .ok_or_else(|| js_err("nothing has been run yet"))?;
-        apply_matches(last, &pairs)
+        apply_matches(last, &pairs, &self.npu, &self.bench)
     }
 
     /// Removes the match of a node (manual or automatic) on `side`; returns the changes like
@@ -492,6 +502,8 @@ impl Session {
 fn apply_matches(
     last: &mut Last,
     pairs: &[(u32, u32, bool)],
+    npu: &MemFiles,
+    bench: &MemFiles,
 ) -> std::result::Result<String, JsValue> {
     let bo = last
         .bench_order
@@ -511,11 +523,27 @@ fn apply_matches(
         ids.push((n, b, rec));
     }
     let before = snapshot(last);
+    let outcome = match_all(last, &ids);
+    // Real-data mode: the pairs matched so far get their tensor metrics.
+    if let Some(dir) = last.bench_dir.as_deref() {
+        let tensors = run::TensorFiles {
+            npu,
+            npu_dir: &last.npu_dir,
+            bench,
+            bench_dir: dir,
+        };
+        run::compare_pair_tensors(&mut last.res, Some(&tensors));
+    }
+    outcome?;
+    Ok(changes(last, &before))
+}
+
+fn match_all(last: &mut Last, ids: &[(u32, u32, bool)]) -> std::result::Result<(), JsValue> {
     let res = &mut last.res;
     let (Some(bs), Some(cmp)) = (res.bench.as_mut(), res.comparison.as_mut()) else {
         return Err(js_err("matching needs two sides"));
     };
-    for (n, b, rec) in ids {
+    for &(n, b, rec) in ids {
         let (on, ob) = (res.npu.graph.node(n).op, bs.graph.node(b).op);
         if on != ob {
             let kind = |op: crate::graph::NodeOp| match op {
@@ -543,7 +571,7 @@ fn apply_matches(
             rec,
         );
     }
-    Ok(changes(last, &before))
+    Ok(())
 }
 
 type Snap = (Vec<(Option<f64>, i64)>, Vec<(Option<f64>, i64)>);
