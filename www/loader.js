@@ -8,13 +8,16 @@ import { CHUNK_SIZE } from './protocol.js';
  */
 
 /**
- * Only msprobe's JSON files (dump.json, construct.json, stack.json, ...) go to the core: a real-data
- * dump folder also holds tensors (.npy/.pt) that can be huge and are not needed here.
+ * The files the core reads: msprobe's JSON files (dump.json, construct.json, stack.json, ...) and,
+ * for real-tensor dumps (task "tensor"), the tensors under `dump_tensor_data/` (.pt/.npy), which
+ * the real-data metrics need. Anything else in the folder is skipped.
  * @param {string} path
  */
 export function isDumpFile(path) {
   const base = path.slice(path.lastIndexOf('/') + 1);
-  return !base.startsWith('.') && /\.json$/i.test(base);
+  if (base.startsWith('.')) return false;
+  if (/\.json$/i.test(base)) return true;
+  return /(^|\/)dump_tensor_data\/[^/]+\.(pt|npy)$/i.test(path);
 }
 
 /** @param {string} path */

@@ -62,6 +62,31 @@ describe('served site', () => {
     await server?.close();
   });
 
+  test('real-tensor dump folders: the tensors under dump_tensor_data are read and give msprobe\'s verdicts', async () => {
+    const { page, problems, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    const RT = path.join(FIX, 'real_tensor');
+    n = await loads(page);
+    await page.setInputFiles('#npu-dir', path.join(RT, 'npu', 'step0', 'proc9305'));
+    await waitLoad(page, n, 120000);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', path.join(RT, 'bench', 'step0', 'proc9393'));
+    await waitLoad(page, n, 120000);
+    const sum = await resultSummary(page);
+    assertMatchesReference(sum, 'real_tensor', 'nomap', 0, 0);
+    const { task, diagnostics } = await page.evaluate(() => window.__probelens.lastResult);
+    assert.equal(task, 'all');
+    // Without the .pt files every metric would be 'unsupported' and a warning would say so.
+    assert.deepEqual(diagnostics.filter((d) => /\.pt|tensor/i.test(d.message)), []);
+    assert.deepEqual(problems.page, []);
+    assertClean();
+    await page.close();
+  });
+
   test('serves with the CSP header and application/wasm', async () => {
     const head = (p) => new Promise((resolve, reject) => {
       http.get(new URL(p, server.url), (res) => {
