@@ -22,6 +22,10 @@ pub struct CompareOptions {
     pub fuzzy: bool,
     /// `-lm [yaml]`: Some(mapping) enables layer-mapping matching (an empty mapping = bare `-lm`).
     pub layer_mapping: Option<LayerMapping>,
+    /// Beyond msprobe (default off): tensors whose shapes are permutations of each other (Megatron
+    /// `[s, b, h]` vs HF `[b, s, h]`) pass the shape check and are judged on their statistics,
+    /// which a permutation does not change.
+    pub layout_aware: bool,
 }
 
 /// Compare columns written into one item.
@@ -36,6 +40,8 @@ pub struct Comparison {
     /// Real-data mode: matched (NPU, bench) pairs whose tensors are still to be compared
     /// (msprobe's `compare_nodes`, done after matching by `realdata::compare_tensors`).
     pub real_data: Vec<(NodeId, NodeId)>,
+    /// The compare was made with [`CompareOptions::layout_aware`]; manual matches follow it.
+    pub layout_aware: bool,
 }
 
 /// msprobe's compare mode from the two dumps (`get_dump_mode`).
@@ -132,6 +138,7 @@ pub fn compare(
         results: HashMap::default(),
         diagnostics,
         real_data: Vec::new(),
+        layout_aware: opts.layout_aware,
     };
     let mut cx = Ctx {
         gn,
@@ -379,7 +386,13 @@ impl Ctx<'_> {
             ));
             return;
         }
-        let (level, rows) = run_checkers(&self.dn.store, &self.db.store, rows, self.mode);
+        let (level, rows) = run_checkers(
+            &self.dn.store,
+            &self.db.store,
+            rows,
+            self.mode,
+            self.out.layout_aware,
+        );
         let mut res: Vec<(String, ItemResult)> = Vec::new();
         for r in rows {
             let cols = r.columns(self.mode);
@@ -773,6 +786,34 @@ pub(crate) fn rows_for(
     Ok(rows)
 }
 
+/// The dimensions of a shape value (a list of ints, or the text `[]` of a scalar).
+fn shape_dims(p: &Py, store: &Store) -> Option<Vec<i64>> {
+    match p {
+        Py::V(v @ crate::json::Val::List { .. }) => store
+            .list(*v)
+            .iter()
+            .map(|d| match d {
+                crate::json::Val::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect(),
+        _ if p.as_str(store) == Some("[]") => Some(Vec::new()),
+        _ => None,
+    }
+}
+
+/// Whether two shapes hold the same dimensions in another order (layout-aware compare).
+fn permuted_shapes(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
+    match (shape_dims(a, sa), shape_dims(b, sb)) {
+        (Some(mut x), Some(mut y)) if x.len() == y.len() => {
+            x.sort_unstable();
+            y.sort_unstable();
+            x == y
+        }
+        _ => false,
+    }
+}
+
 /// Python `==` between a value of the NPU store and one of the bench store.
 pub(crate) fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
     if let (Some(x), Some(y)) = (a.num(sa), b.num(sb)) {
@@ -960,7 +1001,13 @@ enum Ignore {
     No,
 }
 
-fn run_checkers(sn: &Store, sb: &Store, mut rows: Vec<Row>, mode: Mode) -> (Level, Vec<Row>) {
+fn run_checkers(
+    sn: &Store,
+    sb: &Store,
+    mut rows: Vec<Row>,
+    mode: Mode,
+    layout_aware: bool,
+) -> (Level, Vec<Row>) {
     // ApiData: inputs (incl. parameters) and outputs, in row order.
     let out_idx: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_output()).collect();
     let in_idx: Vec<usize> = (0..rows.len()).filter(|i| !rows[*i].is_output()).collect();
@@ -1100,7 +1147,9 @@ fn run_checkers(sn: &Store, sb: &Store, mut rows: Vec<Row>, mode: Mode) -> (Leve
             if r.n_shape.is_none() || r.b_shape.py.is_none() {
                 continue;
             }
-            if !py_eq_cross(&r.n_shape, sn, &r.b_shape.py, sb) {
+            let same = py_eq_cross(&r.n_shape, sn, &r.b_shape.py, sb)
+                || (layout_aware && permuted_shapes(&r.n_shape, sn, &r.b_shape.py, sb));
+            if !same {
                 raise(r, Level::Error, MSG_SHAPE);
             }
         }

@@ -327,6 +327,8 @@ pub struct RunOptions {
     pub layer_mapping: Option<LayerMapping>,
     pub fuzzy: bool,
     pub overflow_check: bool,
+    /// Beyond msprobe, default off: see [`CompareOptions::layout_aware`].
+    pub layout_aware: bool,
 }
 
 /// One side of a finished pair.
@@ -416,6 +418,7 @@ pub fn run_pair(
     let copts = CompareOptions {
         fuzzy: opts.fuzzy,
         layer_mapping: opts.layer_mapping.clone(),
+        layout_aware: opts.layout_aware,
     };
     let mut cmp = compare(&mut gn, &npu, &mut gb, &bench, mode, &copts);
     let micro_steps = gn.paging_by_micro_step(Some(&mut gb));

@@ -189,6 +189,8 @@ struct RunOpts {
     layer_mapping_name: Option<String>,
     fuzzy: bool,
     overflow_check: bool,
+    /// Beyond msprobe: permuted shapes pass the shape check (`RunOptions::layout_aware`).
+    layout_aware: bool,
 }
 
 impl Session {
@@ -389,6 +391,7 @@ impl Session {
             layer_mapping,
             fuzzy: o.fuzzy,
             overflow_check: o.overflow_check,
+            layout_aware: o.layout_aware,
         };
         // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
         let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {

@@ -41,6 +41,7 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
         let opts = CompareOptions {
             fuzzy,
             layer_mapping: None,
+            ..Default::default()
         };
         let _ = compare(&mut gn, npu, &mut gb, bench, mode, &opts);
     }
@@ -99,6 +100,7 @@ pub fn mapping(data: &[u8]) {
     let opts = CompareOptions {
         fuzzy: false,
         layer_mapping: Some(lm),
+        ..Default::default()
     };
     let _ = compare(&mut gn, &npu, &mut gb, &bench, Mode::Summary, &opts);
 }

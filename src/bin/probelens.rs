@@ -32,6 +32,8 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
   --no-progress              no progress bar
   --timing                   print stage timings to stderr
   --no-db                    compare only: build and compare every pair, write nothing
+  --layout-aware             beyond msprobe: shapes that are permutations of each other (Megatron
+                             [s,b,h] vs HF [b,s,h]) pass the shape check; verdicts from statistics
 
 Other commands:
   probelens version";
@@ -50,6 +52,7 @@ struct Args {
     no_progress: bool,
     timing: bool,
     no_db: bool,
+    layout_aware: bool,
 }
 
 fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
@@ -59,6 +62,7 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
     let mut lm = None;
     let (mut fuzzy, mut overflow, mut progress_log, mut no_progress, mut timing, mut no_db) =
         (false, false, false, false, false, false);
+    let mut layout_aware = false;
     let mut i = 0;
     let value = |i: &mut usize, flag: &str| -> std::result::Result<PathBuf, String> {
         *i += 1;
@@ -112,6 +116,7 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
             "--no-progress" => no_progress = true,
             "--timing" => timing = true,
             "--no-db" => no_db = true,
+            "--layout-aware" => layout_aware = true,
             "--rank_size" | "--tp" | "--pp" | "--vpp" | "--order" | "--file_type" => {
                 return Err(format!(
                     "argument {flag}: parallel merge is not supported yet"
@@ -133,6 +138,7 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
         no_progress,
         timing,
         no_db,
+        layout_aware,
     })
 }
 
@@ -417,6 +423,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         layer_mapping,
         fuzzy: a.fuzzy,
         overflow_check: a.overflow,
+        layout_aware: a.layout_aware,
     };
     if a.no_db {
         return compare_only(a, &npu, bench.as_ref(), &plan, &opts, t0);
