@@ -948,11 +948,18 @@ impl Scorer<'_> {
             if ns > 0.0 {
                 ev.push(0.6 * ns);
                 if ns >= 0.3 && !same_name {
-                    why.push(if c >= 0.5 {
-                        format!("similar class ({} ~ {})", pu.class, pv.class)
-                    } else {
-                        format!("similar name ({} ~ {})", pu.inst, pv.inst)
-                    });
+                    if c >= 0.5 {
+                        why.push(if pu.class == pv.class {
+                            format!("same class {}", pu.class)
+                        } else {
+                            format!("similar class ({} ~ {})", pu.class, pv.class)
+                        });
+                    }
+                    if pu.inst == pv.inst {
+                        why.push(format!("same instance name {}", pu.inst));
+                    } else if i >= 0.3 {
+                        why.push(format!("similar instance name ({} ~ {})", pu.inst, pv.inst));
+                    }
                 }
             }
         }

@@ -258,3 +258,48 @@ fn accepting_suggestions_recovers_msprobes_mapped_pairs_without_contradicting_th
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn cli_suggest_lists_candidates_and_exports_a_mapping() {
+    let d = scratch("cli_suggest");
+    let yaml = d.join("suggested.yaml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_probelens"))
+        .arg("suggest")
+        .arg("-tp")
+        .arg(case().join("npu"))
+        .arg("-gp")
+        .arg(case().join("bench"))
+        .args(["--min-score", "0.65", "--export-yaml"])
+        .arg(&yaml)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("step 0 rank 0: 379 of 517 NPU nodes grey"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "  Module.0.module.module.decoder.layers.0.input_layernorm.RMSNorm.forward.0\n    0.9"
+    ));
+    assert!(text.contains("wrote "), "{text}");
+    let y = std::fs::read_to_string(&yaml).unwrap();
+    let lm = probelens::mapping::LayerMapping::parse("suggested.yaml", &y).unwrap();
+    assert_eq!(lm.class_rule("GPTModel", "decoder.layers"), Some("layers"));
+    assert_eq!(
+        lm.class_rule("SelfAttention", "linear_proj"),
+        Some("o_proj")
+    );
+    // Bad arguments: exit code 2 and the usage.
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_probelens"))
+        .args(["suggest", "-tp", "x", "--min-score", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--min-score"));
+    let _ = std::fs::remove_dir_all(&d);
+}
