@@ -194,6 +194,26 @@ struct RunOpts {
 }
 
 impl Session {
+    fn export(
+        &self,
+        current_yaml: &str,
+        pairs: &str,
+    ) -> std::result::Result<crate::mapping_export::Exported, JsValue> {
+        let pairs: Vec<(String, String)> =
+            serde_json::from_str(pairs).map_err(|e| js_err(format!("bad pair list: {e}")))?;
+        let last = self
+            .last
+            .as_ref()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        let bench = last
+            .res
+            .bench
+            .as_ref()
+            .ok_or_else(|| js_err("exporting a mapping needs two sides"))?;
+        crate::mapping_export::export_mapping(current_yaml, &last.res.npu.dump, &bench.dump, &pairs)
+            .map_err(js_err)
+    }
+
     fn side(&mut self, side: &str) -> std::result::Result<&mut MemFiles, JsValue> {
         match side {
             "npu" => Ok(&mut self.npu),
@@ -477,6 +497,93 @@ impl Session {
         };
         crate::compare::unmatch(&mut res.npu.graph, &mut bs.graph, cmp, id, npu);
         Ok(changes(last, &before))
+    }
+
+    /// The default minimum score of "accept all" (`suggest::DEFAULT_MIN_SCORE`, 0.65).
+    #[wasm_bindgen(js_name = defaultMinScore)]
+    pub fn default_min_score() -> f64 {
+        crate::suggest::DEFAULT_MIN_SCORE
+    }
+
+    /// Match suggestions for the grey NPU nodes of the last run, as JSON
+    /// `[{"npu": index, "bench": index, "score": s, "reason": text}, ...]` (pre-order indices):
+    /// grouped by NPU node in pre-order, best candidate first, at most three per node, each
+    /// scoring at least `min_score` (in [0, 1]). Computed afresh from the current matches, so
+    /// manual matches and unmatches are taken into account.
+    pub fn suggest(&self, min_score: f64) -> std::result::Result<String, JsValue> {
+        let last = self
+            .last
+            .as_ref()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        let bo = last
+            .bench_order
+            .as_ref()
+            .ok_or_else(|| js_err("suggestions need two sides"))?;
+        let list: Vec<serde_json::Value> = crate::suggest::suggest(&last.res, min_score)
+            .into_iter()
+            .filter_map(|s| {
+                let n = *last.npu_order.index_of.get(s.npu as usize)?;
+                let b = *bo.index_of.get(s.bench as usize)?;
+                (n >= 0 && b >= 0).then(|| {
+                    serde_json::json!({"npu": n, "bench": b, "score": s.score, "reason": s.reason})
+                })
+            })
+            .collect();
+        serde_json::to_string(&list).map_err(js_err)
+    }
+
+    /// Accepts every suggestion of at least `min_score`, round after round until nothing changes
+    /// (each accepted pair anchors its descendants); pairs are compared by msprobe's rules (and
+    /// get their tensor metrics in real-data mode) and marked modified. Returns the changes like
+    /// `matchNodes`.
+    #[wasm_bindgen(js_name = acceptSuggestions)]
+    pub fn accept_suggestions(&mut self, min_score: f64) -> std::result::Result<String, JsValue> {
+        let last = self
+            .last
+            .as_mut()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        if last.res.comparison.is_none() {
+            return Err(js_err("suggestions need two sides"));
+        }
+        let before = snapshot(last);
+        crate::suggest::accept_all(&mut last.res, min_score);
+        if let Some(dir) = last.bench_dir.as_deref() {
+            let tensors = run::TensorFiles {
+                npu: &self.npu,
+                npu_dir: &last.npu_dir,
+                bench: &self.bench,
+                bench_dir: dir,
+            };
+            run::compare_pair_tensors(&mut last.res, Some(&tensors));
+        }
+        Ok(changes(last, &before))
+    }
+
+    /// The layer-mapping yaml that reproduces module pairs: `current_yaml` (may be empty) with
+    /// the rules added that make msprobe's layer-mapping algorithm match `pairs` (JSON
+    /// `[[npuName, benchName], ...]`, node names of the last run). Comments and content of
+    /// `current_yaml` are kept; new keys are appended, new rules of an existing key go into its
+    /// block.
+    #[wasm_bindgen(js_name = exportMapping)]
+    pub fn export_mapping(
+        &self,
+        current_yaml: &str,
+        pairs: &str,
+    ) -> std::result::Result<String, JsValue> {
+        Ok(self.export(current_yaml, pairs)?.yaml)
+    }
+
+    /// Like `exportMapping`, with the report, as JSON: `{"yaml": text, "added": [{"key", "src",
+    /// "dst"}, ...], "reproduced": [[npuName, benchName], ...], "missed": [[npuName, benchName,
+    /// why], ...]}`. `reproduced` is checked by running the layer-mapping algorithm with the
+    /// merged yaml on the last run's dumps.
+    #[wasm_bindgen(js_name = exportMappingReport)]
+    pub fn export_mapping_report(
+        &self,
+        current_yaml: &str,
+        pairs: &str,
+    ) -> std::result::Result<String, JsValue> {
+        serde_json::to_string(&self.export(current_yaml, pairs)?).map_err(js_err)
     }
 
     /// Details of the node at pre-order `index` of a side, as JSON.

@@ -179,3 +179,51 @@ fn bad_yaml_is_reported_with_its_line() {
         .unwrap();
     assert!(msg.contains("line 3"), "{msg}");
 }
+
+#[wasm_bindgen_test]
+fn suggestions_accept_and_export_a_mapping() {
+    let mut s = loaded();
+    let opts = serde_json::json!({"step": 0, "rank": 0, "layerMapping": null, "layoutAware": true})
+        .to_string();
+    let r: serde_json::Value = serde_json::from_str(&s.run(&opts).unwrap()).unwrap();
+    let npu_names = r["npu"]["names"].as_array().unwrap().clone();
+    let bench_names = r["bench"]["names"].as_array().unwrap().clone();
+    let min = Session::default_min_score();
+    let sug: serde_json::Value = serde_json::from_str(&s.suggest(min).unwrap()).unwrap();
+    let sug = sug.as_array().unwrap();
+    assert!(!sug.is_empty());
+    for x in sug {
+        let score = x["score"].as_f64().unwrap();
+        assert!(score >= min && score <= 1.0, "{x}");
+        assert!(x["npu"].as_u64().unwrap() < npu_names.len() as u64);
+        assert!(!x["reason"].as_str().unwrap().is_empty());
+    }
+    let changes: serde_json::Value =
+        serde_json::from_str(&s.accept_suggestions(min).unwrap()).unwrap();
+    let matched: Vec<(String, String)> = changes["npu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c[2].as_i64().unwrap_or(-1) >= 0)
+        .map(|c| {
+            let n = npu_names[c[0].as_u64().unwrap() as usize].as_str().unwrap();
+            let b = bench_names[c[2].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap();
+            (n.to_string(), b.to_string())
+        })
+        .filter(|(n, _)| n.starts_with("Module."))
+        .collect();
+    assert!(matched.len() > 10, "{matched:?}");
+    let pairs = serde_json::to_string(&matched).unwrap();
+    let yaml = s.export_mapping("# mine\n", &pairs).unwrap();
+    assert!(
+        yaml.starts_with("# mine\n") && yaml.contains("TopLayer:"),
+        "{yaml}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&s.export_mapping_report("", &pairs).unwrap()).unwrap();
+    assert!(!report["added"].as_array().unwrap().is_empty());
+    assert!(!report["reproduced"].as_array().unwrap().is_empty());
+    assert!(s.export_mapping("", "not json").is_err());
+}
