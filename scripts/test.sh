@@ -21,8 +21,8 @@ cargo clippy --release --all-targets -- -D warnings
 step "cargo clippy (wasm32, feature wasm) -D warnings"
 cargo clippy --release --target wasm32-unknown-unknown --no-default-features --features wasm -- -D warnings
 
-step "cargo test (core, CLI, msprobe fidelity, bad inputs)"
-cargo test --release
+step "cargo test (core, CLI, msprobe fidelity, golden, bad inputs; profile ci = release without LTO)"
+cargo test --profile ci
 
 step "wasm bindings: wasm-bindgen-test in headless Chromium"
 CHROMEDRIVER="$(command -v chromedriver)" CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
