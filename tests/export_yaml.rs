@@ -50,8 +50,11 @@ fn reference_pairs(variant: &str, step: i64, modules_only: bool) -> Vec<(String,
     flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
         .read_to_end(&mut raw)
         .unwrap();
+    // Tests run in parallel threads: one file per call.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = std::env::temp_dir().join(format!(
-        "probelens_export_{}_{variant}_{step}.db",
+        "probelens_export_{}_{variant}_{step}_{call}.db",
         std::process::id()
     ));
     std::fs::write(&tmp, raw).unwrap();
