@@ -12,6 +12,7 @@ import {
   reference, expectedClasses, readOutline, indexOf,
 } from './helpers.mjs';
 
+const ROOT_DIR = path.resolve(FIX, '..', '..');
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
 const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
@@ -83,6 +84,47 @@ describe('served site', () => {
     // Without the .pt files every metric would be 'unsupported' and a warning would say so.
     assert.deepEqual(diagnostics.filter((d) => /\.pt|tensor/i.test(d.message)), []);
     assert.deepEqual(problems.page, []);
+    assertClean();
+    await page.close();
+  });
+
+  test('node names with HTML and </script> are shown as text and never run (bad_inputs/html_in_node_name)', async () => {
+    const { page, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    const dialogs = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      d.dismiss().catch(() => {});
+    });
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    const CASE = path.join(ROOT_DIR, 'tests', 'bad_inputs', 'html_in_node_name');
+    n = await loads(page);
+    await page.setInputFiles('#npu-dir', path.join(CASE, 'npu'));
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', path.join(CASE, 'bench'));
+    await waitLoad(page, n);
+    const evil = await page.evaluate(() => {
+      const names = window.__probelens.lastResult.npu.names;
+      return names.findIndex((x) => x.includes('<img src=x onerror=alert(1)>'));
+    });
+    assert.ok(evil > 0, 'the hostile name is in the graph');
+    // Reveal and select it, so the outline, the pane and the details all render it.
+    await page.evaluate((i) => window.__probelens.select('npu', i), evil);
+    await page.click('#npu-pane [data-act="expand-all"]');
+    await page.waitForTimeout(300);
+    const dom = await page.evaluate(() => ({
+      imgs: [...document.querySelectorAll('img')].filter((im) => im.getAttribute('src') === 'x').length,
+      scripts: [...document.querySelectorAll('script')].filter((sc) => sc.textContent.includes('alert(2)')).length,
+      shownAsText: document.body.innerText.includes('<img src=x onerror=alert(1)>'),
+    }));
+    assert.equal(dom.imgs, 0, 'no <img> element was created from a name');
+    assert.equal(dom.scripts, 0, 'no <script> element was created from a name');
+    assert.ok(dom.shownAsText, 'the name is shown literally');
+    assert.deepEqual(dialogs, [], 'no injected script ran');
     assertClean();
     await page.close();
   });
