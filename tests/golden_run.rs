@@ -54,3 +54,8 @@ fn run_failing_rank() {
 fn run_failing_rank_compare() {
     check("run_failing_rank_compare");
 }
+
+#[test]
+fn run_steps_compare() {
+    check("run_steps_compare");
+}
