@@ -65,3 +65,8 @@ fn dump_entries_not_in_construct() {
 fn dump_float_repr() {
     check("dump_float_repr");
 }
+
+#[test]
+fn dump_non_dict_values() {
+    check("dump_non_dict_values");
+}
