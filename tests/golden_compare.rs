@@ -75,3 +75,8 @@ fn compare_distributed_items_md5() {
 fn compare_scalar_params() {
     check("compare_scalar_params");
 }
+
+#[test]
+fn compare_null_items() {
+    check("compare_null_items");
+}
