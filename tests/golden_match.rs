@@ -105,3 +105,18 @@ fn match_fuzzy_detached_partner() {
 fn match_lm_detached_partner() {
     check("match_lm_detached_partner");
 }
+
+#[test]
+fn match_mindtorch() {
+    check("match_mindtorch");
+}
+
+#[test]
+fn match_mindtorch_bench() {
+    check("match_mindtorch_bench");
+}
+
+#[test]
+fn match_framework_missing() {
+    check("match_framework_missing");
+}
