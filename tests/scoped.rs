@@ -5,34 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use probelens::error::Result;
 use probelens::mapping::LayerMapping;
 use probelens::mapping_export::export_mapping;
-use probelens::run::{self, Files, PairResult, RunOptions};
+use probelens::run::{self, PairResult, RunOptions};
 use serde_json::{json, Value};
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-struct Dir(PathBuf);
+mod common;
 
-impl Files for Dir {
-    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
-        Ok(std::fs::read_dir(self.0.join(dir))
-            .unwrap()
-            .flatten()
-            .map(|e| {
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    e.path().is_dir(),
-                )
-            })
-            .collect())
-    }
-    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
-        Ok(Cow::Owned(std::fs::read(self.0.join(path)).unwrap()))
-    }
-}
+use common::DiskFiles as Dir;
 
 fn tensor(x: f64) -> Value {
     json!({"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 4],

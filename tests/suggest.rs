@@ -5,34 +5,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use probelens::error::Result;
 use probelens::mapping_export::export_mapping;
-use probelens::run::{self, Files, PairResult, RunOptions};
+use probelens::run::{self, PairResult, RunOptions};
 use probelens::suggest::{accept_all, suggest, DEFAULT_MIN_SCORE};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-struct Dir(PathBuf);
+mod common;
 
-impl Files for Dir {
-    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
-        Ok(std::fs::read_dir(self.0.join(dir))
-            .unwrap()
-            .flatten()
-            .map(|e| {
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    e.path().is_dir(),
-                )
-            })
-            .collect())
-    }
-    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
-        Ok(Cow::Owned(std::fs::read(self.0.join(path)).unwrap()))
-    }
-}
+use common::DiskFiles as Dir;
 
 fn case() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen_mix_statistics")
