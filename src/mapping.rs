@@ -182,6 +182,25 @@ impl LayerMapping {
         })
     }
 
+    /// How many keys (class and scoped) and rules the mapping holds.
+    pub fn counts(&self) -> (usize, usize) {
+        let class_rules: usize = self
+            .rules
+            .values()
+            .flat_map(|m| m.values())
+            .map(|v| v.len())
+            .sum();
+        let scoped_rules: usize = self
+            .scoped
+            .iter()
+            .map(|k| k.rules.values().map(|v| v.len()).sum::<usize>())
+            .sum();
+        (
+            self.rules.len() + self.scoped.len(),
+            class_rules + scoped_rules,
+        )
+    }
+
     /// Whether the mapping uses scoped keys (our extension).
     pub fn has_scoped_keys(&self) -> bool {
         !self.scoped.is_empty()

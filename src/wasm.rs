@@ -586,6 +586,41 @@ impl Session {
         serde_json::to_string(&self.export(current_yaml, pairs)?).map_err(js_err)
     }
 
+    /// Checks a layer-mapping yaml without running: returns JSON `{"keys": n, "rules": m,
+    /// "scoped": bool, "invalid": null | text}` (`invalid`: content msprobe cannot use, which makes
+    /// the mapping empty as in msprobe). A syntax error throws an `Error` with `file`, `detail`,
+    /// and `line`/`column` (1-based) when the parser knows them.
+    #[wasm_bindgen(js_name = checkMapping)]
+    pub fn check_mapping(name: &str, text: &str) -> std::result::Result<String, JsValue> {
+        match LayerMapping::parse(name, text) {
+            Ok(m) => {
+                let (keys, rules) = m.counts();
+                Ok(serde_json::json!({
+                    "keys": keys,
+                    "rules": rules,
+                    "scoped": m.has_scoped_keys(),
+                    "invalid": m.invalid,
+                })
+                .to_string())
+            }
+            Err(e) => {
+                let err = js_sys::Error::new(&e.to_string());
+                let set = |k: &str, v: JsValue| {
+                    let _ = js_sys::Reflect::set(&err, &JsValue::from_str(k), &v);
+                };
+                set("file", JsValue::from_str(e.file()));
+                set("detail", JsValue::from_str(e.message()));
+                if let crate::error::Place::LineCol(l, c) | crate::error::Place::PathAt(_, l, c) =
+                    e.place()
+                {
+                    set("line", JsValue::from_f64(*l as f64));
+                    set("column", JsValue::from_f64(*c as f64));
+                }
+                Err(err.into())
+            }
+        }
+    }
+
     /// Details of the node at pre-order `index` of a side, as JSON.
     pub fn node(&self, side: &str, index: u32) -> std::result::Result<String, JsValue> {
         let last = self
