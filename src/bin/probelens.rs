@@ -377,7 +377,9 @@ impl Sink for DbSink<'_> {
     }
 }
 
-/// What the export sends to the database writer thread.
+/// What the export sends to the database writer thread. Stack rows are rare; boxing node rows
+/// would cost an allocation per row.
+#[allow(clippy::large_enum_variant)]
 enum DbRow {
     Node(NodeRow),
     Stack(StackRow),
