@@ -142,6 +142,21 @@ impl Py {
             Py::B(b) => if *b { "True" } else { "False" }.into(),
         }
     }
+    /// `str(x)` appended to `out`.
+    pub fn write_py_str(&self, store: &Store, out: &mut String) {
+        match self {
+            Py::None => out.push_str("None"),
+            Py::V(Val::Str(r)) => out.push_str(store.str(*r)),
+            Py::V(v) => crate::pyfmt::py_repr(store, *v, out),
+            Py::S(s) => out.push_str(s),
+            Py::F(f) => crate::pyfmt::float_repr_into(*f, out),
+            Py::I(i) => {
+                use std::fmt::Write;
+                let _ = write!(out, "{i}");
+            }
+            Py::B(b) => out.push_str(if *b { "True" } else { "False" }),
+        }
+    }
     /// The text if this is a Python str.
     pub fn as_str<'a>(&'a self, store: &'a Store) -> Option<&'a str> {
         match self {
@@ -691,6 +706,41 @@ pub fn format_fixed6(x: f64) -> String {
     format!("{x:.6}")
 }
 
+/// How a field's text is written: JSON-quoted, or as is (`error_key` keeps its raw JSON).
+#[derive(PartialEq)]
+enum FieldText {
+    Quoted,
+    Raw,
+}
+
+/// The text of one field of `_format_data` into `buf` (cleared first).
+fn field_text(store: &Store, key: KeyId, v: &Py, buf: &mut String) -> FieldText {
+    buf.clear();
+    if let Some(text) = v.as_str(store) {
+        if text.contains('\'') || text.contains("None") {
+            let t = text.replace('\'', "").replace("None", "null");
+            buf.push_str(&format_decimal_string(&t));
+        } else if text.contains('.') {
+            buf.push_str(&format_decimal_string(text));
+        } else {
+            // No decimal point: `format_decimal_string` keeps the text as is.
+            buf.push_str(text);
+        }
+        FieldText::Quoted
+    } else if v.is_none() {
+        buf.push_str("null");
+        FieldText::Quoted
+    } else if key == k::ERROR_KEY {
+        if let Py::V(val) = v {
+            crate::pyfmt::json_dumps(store, *val, buf);
+        }
+        FieldText::Raw
+    } else {
+        v.write_py_str(store, buf);
+        FieldText::Quoted
+    }
+}
+
 /// Appends the formatted item (`_format_data`) as a JSON object to `out`.
 pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &mut String) {
     let batch_p2p = node_id.contains("batch_isend_irecv");
@@ -698,62 +748,41 @@ pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &
         .get(k::TYPE)
         .and_then(|t| t.as_str(store))
         .is_some_and(|t| t == "torch.ProcessGroup");
-    let mut fields: Vec<(KeyId, String, bool)> = Vec::with_capacity(item.fields.len());
-    let mut all_null = false;
-    for (key, v) in &item.fields {
-        let key = *key;
-        if key == k::STATE || key == k::FULL_OP_NAME {
-            continue;
-        }
-        if key == k::MD5 && mode != Mode::Md5 {
-            continue;
-        }
-        if batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key) {
-            continue;
-        }
-        if is_pg && ![k::TYPE, k::GROUP_RANKS, k::GROUP_ID, k::DATA_NAME].contains(&key) {
-            continue;
-        }
-        let s = if let Some(text) = v.as_str(store) {
-            if text.contains('\'') || text.contains("None") {
-                let t = text.replace('\'', "").replace("None", "null");
-                format_decimal_string(&t)
-            } else {
-                format_decimal_string(text)
-            }
-        } else if v.is_none() {
-            "null".to_string()
-        } else if key == k::ERROR_KEY {
-            // error_key keeps its raw (JSON) value.
-            let mut raw = String::new();
-            if let Py::V(val) = v {
-                crate::pyfmt::json_dumps(store, *val, &mut raw);
-            }
-            fields.push((key, raw, true));
-            continue;
-        } else {
-            v.to_py_str(store)
-        };
-        if key == k::MAX && s == "null" {
-            all_null = true;
-        }
-        fields.push((key, s, false));
-    }
+    let keep = |key: KeyId| {
+        !(key == k::STATE
+            || key == k::FULL_OP_NAME
+            || (key == k::MD5 && mode != Mode::Md5)
+            || (batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key))
+            || (is_pg && ![k::TYPE, k::GROUP_RANKS, k::GROUP_ID, k::DATA_NAME].contains(&key)))
+    };
+    let mut buf = String::new();
+    // A `Max` whose text is "null" makes the whole item `{"value": "null"}`.
+    let all_null = item.fields.iter().any(|(key, v)| {
+        *key == k::MAX
+            && keep(*key)
+            && field_text(store, *key, v, &mut buf) == FieldText::Quoted
+            && buf == "null"
+    });
     if all_null {
         out.push_str("{\"value\": \"null\"}");
         return;
     }
     out.push('{');
-    for (i, (key, s, raw)) in fields.iter().enumerate() {
-        if i > 0 {
+    let mut first = true;
+    for (key, v) in &item.fields {
+        if !keep(*key) {
+            continue;
+        }
+        if !first {
             out.push_str(", ");
         }
+        first = false;
         json_str(store.key(*key), out);
         out.push_str(": ");
-        if *raw {
-            out.push_str(s);
+        if field_text(store, *key, v, &mut buf) == FieldText::Raw {
+            out.push_str(&buf);
         } else {
-            json_str(s, out);
+            json_str(&buf, out);
         }
     }
     out.push('}');

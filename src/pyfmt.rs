@@ -7,45 +7,98 @@ use std::fmt::Write;
 
 /// `repr(x)` / `str(x)` of a Python float.
 pub fn float_repr(x: f64) -> String {
+    let mut out = String::new();
+    float_repr_into(x, &mut out);
+    out
+}
+
+/// A small stack buffer for `{:e}` output (at most 25 bytes for an `f64`).
+struct EBuf {
+    b: [u8; 48],
+    n: usize,
+}
+
+impl std::fmt::Write for EBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.n + s.len();
+        let dst = self.b.get_mut(self.n..end).ok_or(std::fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.n = end;
+        Ok(())
+    }
+}
+
+impl EBuf {
+    fn new() -> EBuf {
+        EBuf { b: [0; 48], n: 0 }
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.b[..self.n]
+    }
+}
+
+/// [`float_repr`] appended to `out`, without allocating.
+pub fn float_repr_into(x: f64, out: &mut String) {
     if x.is_nan() {
-        return "nan".into();
+        out.push_str("nan");
+        return;
     }
     if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
+        return;
     }
     if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
+        out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+        return;
     }
     // Rust's `{:e}` finds the shortest digit count that round-trips, but on an exact tie it may
     // round the last digit up; Python (David Gay's dtoa) picks the correctly rounded string of
     // that length, ties to even. Re-format with exactly that many digits to get it.
-    let shortest = format!("{:e}", x);
-    let n_digits = shortest
-        .split_once('e')
-        .map(|(m, _)| m.chars().filter(|c| c.is_ascii_digit()).count())
-        .unwrap_or(1);
+    let mut e = EBuf::new();
+    let _ = write!(e, "{:e}", x);
+    let n_digits = e
+        .bytes()
+        .iter()
+        .take_while(|c| **c != b'e')
+        .filter(|c| c.is_ascii_digit())
+        .count()
+        .max(1);
     // The correctly rounded string can fail to round-trip next to a power of two (the gap below
     // is half the gap above); then the shortest one Rust found is the only candidate.
-    let e = if tie_possible(x, n_digits) {
-        let rounded = format!("{:.*e}", n_digits.saturating_sub(1), x);
-        if rounded.parse::<f64>() == Ok(x) {
-            rounded
-        } else {
-            shortest
+    if tie_possible(x, n_digits) {
+        let mut r = EBuf::new();
+        let _ = write!(r, "{:.*e}", n_digits.saturating_sub(1), x);
+        let round_trips = std::str::from_utf8(r.bytes())
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+            == Some(x);
+        if round_trips {
+            e = r;
         }
-    } else {
-        shortest
-    };
-    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let neg = mant.starts_with('-');
-    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
+    }
+    let bytes = e.bytes();
+    let epos = bytes.iter().position(|c| *c == b'e').unwrap_or(bytes.len());
+    let (mant, exp_text) = (&bytes[..epos], bytes.get(epos + 1..).unwrap_or(&[]));
+    let exp: i32 = std::str::from_utf8(exp_text)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    let neg = mant.first() == Some(&b'-');
+    let mut dbuf = [0u8; 24];
+    let mut nd = 0;
+    for c in mant.iter().filter(|c| c.is_ascii_digit()) {
+        if let Some(slot) = dbuf.get_mut(nd) {
+            *slot = *c;
+            nd += 1;
+        }
+    }
+    if nd == 0 {
+        dbuf[0] = b'0';
+        nd = 1;
+    }
+    // Only ASCII digits were stored.
+    let digits = std::str::from_utf8(&dbuf[..nd]).unwrap_or("0");
     let decpt = exp + 1;
-    let mut out = String::new();
     if neg {
         out.push('-');
     }
@@ -61,11 +114,11 @@ pub fn float_repr(x: f64) -> String {
         for _ in 0..(-decpt) {
             out.push('0');
         }
-        out.push_str(&digits);
+        out.push_str(digits);
     } else {
         let d = decpt as usize;
         if d >= digits.len() {
-            out.push_str(&digits);
+            out.push_str(digits);
             for _ in 0..(d - digits.len()) {
                 out.push('0');
             }
@@ -76,7 +129,6 @@ pub fn float_repr(x: f64) -> String {
             out.push_str(&digits[d..]);
         }
     }
-    out
 }
 
 /// Whether two `n`-digit strings can be equally near `x`: only when the exact decimal value of
@@ -170,7 +222,7 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
             let _ = write!(out, "{i}");
         }
         Val::BigInt(r) => out.push_str(store.str(r)),
-        Val::Float(f) => out.push_str(&float_repr(f)),
+        Val::Float(f) => float_repr_into(f, out),
         Val::Str(r) => str_repr(store.str(r), out),
         Val::List { .. } => {
             out.push('[');
@@ -253,7 +305,7 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
             } else if f.is_infinite() {
                 out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" })
             } else {
-                out.push_str(&float_repr(f))
+                float_repr_into(f, out)
             }
         }
         Val::Str(r) => json_str(store.str(r), out),

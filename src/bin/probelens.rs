@@ -405,6 +405,14 @@ impl ChanSink {
             self.flush();
         }
     }
+    /// Another sink into the same writer (for a second producer thread).
+    fn sibling(&self) -> ChanSink {
+        ChanSink {
+            batch: Vec::with_capacity(Self::BATCH),
+            to_writer: self.to_writer.clone(),
+            closed: false,
+        }
+    }
     fn flush(&mut self) {
         if self.batch.is_empty() || self.closed {
             return;
@@ -617,10 +625,8 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                     rank: pair.rank,
                     dump_data_dir: dump_dir(&npu, &pair.npu_dir, &res.npu.dump),
                 };
-                let dn = export::export_graph(&nx, &mut sink);
-                push_dist(&mut dist, "NPU", pair.step, pair.rank, dn);
-                if let (Some(b), Some(bf), Some(bdir)) = (&res.bench, &bench, &pair.bench_dir) {
-                    let bx = GraphExport {
+                let bx = match (&res.bench, &bench, &pair.bench_dir) {
+                    (Some(b), Some(bf), Some(bdir)) => Some(GraphExport {
                         graph: &b.graph,
                         dump: &b.dump,
                         other: Some(&res.npu.graph),
@@ -630,8 +636,29 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         step: pair.step,
                         rank: pair.rank,
                         dump_data_dir: dump_dir(bf, bdir, &b.dump),
-                    };
-                    let db = export::export_graph(&bx, &mut sink);
+                    }),
+                    _ => None,
+                };
+                // The two graphs are formatted on two threads (row ids are per graph, and the
+                // database does not depend on the order of inserts).
+                let (dn, db) = std::thread::scope(|s| {
+                    let other = bx.as_ref().map(|bx| {
+                        let mut bsink = sink.sibling();
+                        s.spawn(move || {
+                            let d = export::export_graph(bx, &mut bsink);
+                            bsink.flush();
+                            d
+                        })
+                    });
+                    let dn = export::export_graph(&nx, &mut sink);
+                    let db = other.map(|h| match h.join() {
+                        Ok(d) => d,
+                        Err(p) => std::panic::resume_unwind(p),
+                    });
+                    (dn, db)
+                });
+                push_dist(&mut dist, "NPU", pair.step, pair.rank, dn);
+                if let Some(db) = db {
                     push_dist(&mut dist, "Bench", pair.step, pair.rank, db);
                 }
                 if config.is_none() {
