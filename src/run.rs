@@ -11,6 +11,7 @@ use crate::graph::Graph;
 use crate::items::Mode;
 use crate::mapping::LayerMapping;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A read-only tree of files, paths `/`-separated and relative to the dump root ("" = root).
 pub trait Files {
@@ -334,7 +335,8 @@ pub struct RunOptions {
 /// One side of a finished pair.
 #[derive(Debug)]
 pub struct Side {
-    pub dump: RankDump,
+    /// Shared, so that a re-run of the same pair (another mapping or options) reuses the parse.
+    pub dump: Arc<RankDump>,
     pub graph: Graph,
 }
 
@@ -372,15 +374,22 @@ fn compare_framework(npu: &RankDump, bench: &RankDump) -> Result<()> {
 }
 
 /// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
-pub fn run_pair(
-    mut npu: RankDump,
-    mut bench: Option<RankDump>,
+pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Result<PairResult> {
+    run_pair_shared(Arc::new(npu), bench.map(Arc::new), opts)
+}
+
+/// [`run_pair`] over dumps that may already belong to an earlier result (`PairResult`'s sides
+/// share them): parsed dumps are never changed by building or comparing, so a pair can be run
+/// again with other options without parsing its files again.
+pub fn run_pair_shared(
+    npu: Arc<RankDump>,
+    bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
     // What the parser read through comes first.
-    let mut parsed: Vec<Diagnostic> = std::mem::take(&mut npu.diagnostics);
-    if let Some(b) = &mut bench {
-        parsed.append(&mut b.diagnostics);
+    let mut parsed: Vec<Diagnostic> = npu.diagnostics.clone();
+    if let Some(b) = &bench {
+        parsed.extend(b.diagnostics.iter().cloned());
     }
     let mut gn = Graph::build(&npu)?;
     let Some(bench) = bench else {

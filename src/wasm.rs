@@ -153,6 +153,8 @@ struct Last {
     /// The pair's rank folders, for the tensors of real-data manual matches.
     npu_dir: String,
     bench_dir: Option<String>,
+    /// The sides' file generations the dumps were parsed from (see `Session::generation`).
+    generation: (u64, u64),
 }
 
 /// A loaded pair of dumps and the last result.
@@ -161,6 +163,11 @@ pub struct Session {
     npu: MemFiles,
     bench: MemFiles,
     last: Option<Last>,
+    /// Bumped on every change to a side's files (NPU, Bench), so parsed dumps are reused only
+    /// while their files are unchanged.
+    generation: (u64, u64),
+    /// Rank folders parsed by `run` so far (see `parsedRanks`).
+    parsed: u32,
 }
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
@@ -214,10 +221,17 @@ impl Session {
             .map_err(js_err)
     }
 
+    /// A side's files, for changing them (which makes parsed dumps of that side stale).
     fn side(&mut self, side: &str) -> std::result::Result<&mut MemFiles, JsValue> {
         match side {
-            "npu" => Ok(&mut self.npu),
-            "bench" => Ok(&mut self.bench),
+            "npu" => {
+                self.generation.0 += 1;
+                Ok(&mut self.npu)
+            }
+            "bench" => {
+                self.generation.1 += 1;
+                Ok(&mut self.bench)
+            }
             other => Err(js_err(format!(
                 "unknown side '{other}' (expected \"npu\" or \"bench\")"
             ))),
@@ -233,7 +247,16 @@ impl Session {
             npu: MemFiles::default(),
             bench: MemFiles::default(),
             last: None,
+            generation: (0, 0),
+            parsed: 0,
         }
+    }
+
+    /// How many rank folders `run` has parsed in this session (a re-run of the same pair with
+    /// unchanged files parses none); for tests and diagnostics.
+    #[wasm_bindgen(js_name = parsedRanks)]
+    pub fn parsed_ranks(&self) -> u32 {
+        self.parsed
     }
 
     /// The crate version.
@@ -402,10 +425,30 @@ impl Session {
                 ))
             })?
             .clone();
-        let nd = run::load_rank(&self.npu, &pair.npu_dir).map_err(|e| side_err("npu", &e))?;
-        let bd = match &pair.bench_dir {
-            Some(d) => Some(run::load_rank(&self.bench, d).map_err(|e| side_err("bench", &e))?),
-            None => None,
+        // The same pair with the same files again (another mapping from the editor, other
+        // options): reuse the parsed dumps of the last result instead of parsing again.
+        let reuse = self.last.as_ref().filter(|l| {
+            l.generation == self.generation
+                && l.npu_dir == pair.npu_dir
+                && l.bench_dir == pair.bench_dir
+        });
+        let (nd, bd) = match reuse {
+            Some(l) => (
+                l.res.npu.dump.clone(),
+                l.res.bench.as_ref().map(|b| b.dump.clone()),
+            ),
+            None => {
+                let nd =
+                    run::load_rank(&self.npu, &pair.npu_dir).map_err(|e| side_err("npu", &e))?;
+                let bd = match &pair.bench_dir {
+                    Some(d) => {
+                        Some(run::load_rank(&self.bench, d).map_err(|e| side_err("bench", &e))?)
+                    }
+                    None => None,
+                };
+                self.parsed += 1 + bd.is_some() as u32;
+                (std::sync::Arc::new(nd), bd.map(std::sync::Arc::new))
+            }
         };
         let opts = RunOptions {
             layer_mapping,
@@ -420,7 +463,8 @@ impl Session {
             bench: &self.bench,
             bench_dir: dir,
         });
-        let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref()).map_err(js_err)?;
+        let mut res = run::run_pair_shared(nd, bd, &opts).map_err(js_err)?;
+        run::compare_pair_tensors(&mut res, tensors.as_ref());
         let (dto, npu_order, bench_order) = view::run_dto(&res);
         let text = serde_json::to_string(&dto).map_err(js_err)?;
         self.last = Some(Last {
@@ -429,6 +473,7 @@ impl Session {
             bench_order,
             npu_dir: pair.npu_dir.clone(),
             bench_dir: pair.bench_dir.clone(),
+            generation: self.generation,
         });
         Ok(text)
     }

@@ -227,3 +227,30 @@ fn suggestions_accept_and_export_a_mapping() {
     assert!(!report["reproduced"].as_array().unwrap().is_empty());
     assert!(s.export_mapping("", "not json").is_err());
 }
+
+/// A re-run of the same pair (the mapping editor, other options) reuses the parsed dumps: the
+/// result equals a fresh session's, and a changed file is parsed again (its error shows).
+#[wasm_bindgen_test]
+fn rerun_reuses_parsed_dumps_until_a_file_changes() {
+    let mut fresh = loaded();
+    let with_map = run(&mut fresh, Some(MAPPING));
+    let mut fresh2 = loaded();
+    let without = run(&mut fresh2, None);
+    assert_ne!(with_map, without, "the mapping must change the result");
+
+    let mut s = loaded();
+    assert_eq!(run(&mut s, Some(MAPPING)), with_map);
+    assert_eq!(s.parsed_ranks(), 2);
+    assert_eq!(run(&mut s, None), without);
+    assert_eq!(run(&mut s, Some(MAPPING)), with_map);
+    assert_eq!(s.parsed_ranks(), 2, "re-runs must not parse again");
+    s.add_file(
+        "npu",
+        "dump.json",
+        b"{\"task\": \"statistics\", \"data\": {\"x\": [1, 2",
+    )
+    .unwrap();
+    let err = s.run(&options(Some(MAPPING))).unwrap_err();
+    let side = js_sys::Reflect::get(&err, &JsValue::from_str("side")).unwrap();
+    assert_eq!(side.as_string().as_deref(), Some("npu"));
+}
