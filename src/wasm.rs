@@ -2,12 +2,14 @@
 //! methods. JSON text crosses the boundary; errors become JS `Error`s whose message is the
 //! user-facing text. This is the only file that touches wasm-bindgen.
 
+use crate::dump::RankDump;
 use crate::error::{Error, Result};
 use crate::mapping::LayerMapping;
 use crate::run::{self, Files, PairResult, RunOptions};
 use crate::view::{self, Order, SideSel};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 /// The wasm heap: dlmalloc (as std uses) over a memory source that grows the wasm memory in
@@ -95,6 +97,41 @@ struct MemFiles {
     files: BTreeMap<String, Vec<u8>>,
     expected: BTreeMap<String, usize>,
     root_name: String,
+    /// Rank folders parsed so far (by `check` or `run`), shared with results.
+    parsed: BTreeMap<String, Arc<RankDump>>,
+    /// The three json files of a parsed rank folder: their bytes are freed after parsing (the
+    /// parsed dump replaces them), their names stay for listing.
+    released: BTreeSet<String>,
+    /// How many rank folders were parsed (for tests: a re-run must not parse again).
+    parse_count: u32,
+}
+
+impl MemFiles {
+    /// The parsed rank folder `dir`: parsed once, then shared. Parsing frees the raw bytes of its
+    /// dump.json, construct.json and stack.json, so a page holds each dump once, parsed.
+    fn rank(&mut self, dir: &str) -> Result<Arc<RankDump>> {
+        if let Some(d) = self.parsed.get(dir) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(run::load_rank(self, dir)?);
+        self.parse_count += 1;
+        for name in ["dump.json", "construct.json", "stack.json"] {
+            let p = run::join(dir, name);
+            if let Some(b) = self.files.get_mut(&p) {
+                *b = Vec::new();
+                self.released.insert(p);
+            }
+        }
+        self.parsed.insert(dir.to_string(), d.clone());
+        Ok(d)
+    }
+
+    /// A file of the side is (re)written: the parsed folder that holds it is stale.
+    fn changed(&mut self, path: &str) {
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+        self.parsed.remove(dir);
+        self.released.remove(path);
+    }
 }
 
 impl Files for MemFiles {
@@ -120,6 +157,12 @@ impl Files for MemFiles {
         Ok(out)
     }
     fn read(&self, path: &str) -> Result<Cow<'_, [u8]>> {
+        if self.released.contains(path) {
+            return Err(Error::input(
+                self.display(path),
+                "this file was parsed and its bytes freed, and another file of its folder changed since; load the folder again",
+            ));
+        }
         if let Some(total) = self.expected.get(path) {
             let got = self.files.get(path).map(Vec::len).unwrap_or(0);
             return Err(Error::input(
@@ -153,8 +196,6 @@ struct Last {
     /// The pair's rank folders, for the tensors of real-data manual matches.
     npu_dir: String,
     bench_dir: Option<String>,
-    /// The sides' file generations the dumps were parsed from (see `Session::generation`).
-    generation: (u64, u64),
 }
 
 /// A loaded pair of dumps and the last result.
@@ -163,11 +204,6 @@ pub struct Session {
     npu: MemFiles,
     bench: MemFiles,
     last: Option<Last>,
-    /// Bumped on every change to a side's files (NPU, Bench), so parsed dumps are reused only
-    /// while their files are unchanged.
-    generation: (u64, u64),
-    /// Rank folders parsed by `run` so far (see `parsedRanks`).
-    parsed: u32,
 }
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
@@ -221,17 +257,10 @@ impl Session {
             .map_err(js_err)
     }
 
-    /// A side's files, for changing them (which makes parsed dumps of that side stale).
     fn side(&mut self, side: &str) -> std::result::Result<&mut MemFiles, JsValue> {
         match side {
-            "npu" => {
-                self.generation.0 += 1;
-                Ok(&mut self.npu)
-            }
-            "bench" => {
-                self.generation.1 += 1;
-                Ok(&mut self.bench)
-            }
+            "npu" => Ok(&mut self.npu),
+            "bench" => Ok(&mut self.bench),
             other => Err(js_err(format!(
                 "unknown side '{other}' (expected \"npu\" or \"bench\")"
             ))),
@@ -247,8 +276,6 @@ impl Session {
             npu: MemFiles::default(),
             bench: MemFiles::default(),
             last: None,
-            generation: (0, 0),
-            parsed: 0,
         }
     }
 
@@ -256,7 +283,7 @@ impl Session {
     /// unchanged files parses none); for tests and diagnostics.
     #[wasm_bindgen(js_name = parsedRanks)]
     pub fn parsed_ranks(&self) -> u32 {
-        self.parsed
+        self.npu.parse_count + self.bench.parse_count
     }
 
     /// The crate version.
@@ -280,9 +307,10 @@ impl Session {
         bytes: &[u8],
     ) -> std::result::Result<(), JsValue> {
         let s = self.side(side)?;
+        let path = path.trim_start_matches('/');
+        s.changed(path);
         s.expected.remove(path);
-        s.files
-            .insert(path.trim_start_matches('/').to_string(), bytes.to_vec());
+        s.files.insert(path.to_string(), bytes.to_vec());
         Ok(())
     }
 
@@ -297,6 +325,7 @@ impl Session {
         let s = self.side(side)?;
         let total = total.max(0.0) as usize;
         let path = path.trim_start_matches('/').to_string();
+        s.changed(&path);
         let mut v = Vec::new();
         v.try_reserve_exact(total).map_err(|_| {
             js_err(format!(
@@ -342,18 +371,15 @@ impl Session {
 
     /// Parses every rank folder of one side now (without building), so a broken file is reported
     /// while the other side is still loading. Throws an Error with `side` and `file` set.
-    pub fn check(&self, side: &str) -> std::result::Result<(), JsValue> {
-        let f = match side {
-            "npu" => &self.npu,
-            "bench" => &self.bench,
-            other => return Err(js_err(format!("unknown side '{other}'"))),
-        };
+    /// The parsed folders are kept for `run` (and their raw json bytes freed).
+    pub fn check(&mut self, side: &str) -> std::result::Result<(), JsValue> {
+        let f = self.side(side)?;
         if f.files.is_empty() {
             return Ok(());
         }
         let plan = run::plan(f, None).map_err(|e| side_err(side, &e))?;
         for p in &plan.pairs {
-            run::load_rank(f, &p.npu_dir).map_err(|e| side_err(side, &e))?;
+            f.rank(&p.npu_dir).map_err(|e| side_err(side, &e))?;
         }
         Ok(())
     }
@@ -425,30 +451,15 @@ impl Session {
                 ))
             })?
             .clone();
-        // The same pair with the same files again (another mapping from the editor, other
-        // options): reuse the parsed dumps of the last result instead of parsing again.
-        let reuse = self.last.as_ref().filter(|l| {
-            l.generation == self.generation
-                && l.npu_dir == pair.npu_dir
-                && l.bench_dir == pair.bench_dir
-        });
-        let (nd, bd) = match reuse {
-            Some(l) => (
-                l.res.npu.dump.clone(),
-                l.res.bench.as_ref().map(|b| b.dump.clone()),
-            ),
-            None => {
-                let nd =
-                    run::load_rank(&self.npu, &pair.npu_dir).map_err(|e| side_err("npu", &e))?;
-                let bd = match &pair.bench_dir {
-                    Some(d) => {
-                        Some(run::load_rank(&self.bench, d).map_err(|e| side_err("bench", &e))?)
-                    }
-                    None => None,
-                };
-                self.parsed += 1 + bd.is_some() as u32;
-                (std::sync::Arc::new(nd), bd.map(std::sync::Arc::new))
-            }
+        // Each rank folder is parsed once (here or by `check`) and then reused: a re-run of the
+        // same pair (another mapping from the editor, other options) parses nothing.
+        let nd = self
+            .npu
+            .rank(&pair.npu_dir)
+            .map_err(|e| side_err("npu", &e))?;
+        let bd = match &pair.bench_dir {
+            Some(d) => Some(self.bench.rank(d).map_err(|e| side_err("bench", &e))?),
+            None => None,
         };
         let opts = RunOptions {
             layer_mapping,
@@ -473,7 +484,6 @@ impl Session {
             bench_order,
             npu_dir: pair.npu_dir.clone(),
             bench_dir: pair.bench_dir.clone(),
-            generation: self.generation,
         });
         Ok(text)
     }

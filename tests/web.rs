@@ -228,10 +228,11 @@ fn suggestions_accept_and_export_a_mapping() {
     assert!(s.export_mapping("", "not json").is_err());
 }
 
-/// A re-run of the same pair (the mapping editor, other options) reuses the parsed dumps: the
-/// result equals a fresh session's, and a changed file is parsed again (its error shows).
+/// Each rank folder is parsed once (by `check` or `run`) and then reused: a re-run of the same
+/// pair (the mapping editor, other options) equals a fresh session's result and parses nothing;
+/// a folder whose files are loaded again is parsed again (its error shows).
 #[wasm_bindgen_test]
-fn rerun_reuses_parsed_dumps_until_a_file_changes() {
+fn rank_folders_are_parsed_once() {
     let mut fresh = loaded();
     let with_map = run(&mut fresh, Some(MAPPING));
     let mut fresh2 = loaded();
@@ -239,18 +240,41 @@ fn rerun_reuses_parsed_dumps_until_a_file_changes() {
     assert_ne!(with_map, without, "the mapping must change the result");
 
     let mut s = loaded();
-    assert_eq!(run(&mut s, Some(MAPPING)), with_map);
+    s.check("npu").unwrap();
+    s.check("bench").unwrap();
     assert_eq!(s.parsed_ranks(), 2);
+    assert_eq!(run(&mut s, Some(MAPPING)), with_map);
     assert_eq!(run(&mut s, None), without);
     assert_eq!(run(&mut s, Some(MAPPING)), with_map);
-    assert_eq!(s.parsed_ranks(), 2, "re-runs must not parse again");
-    s.add_file(
-        "npu",
-        "dump.json",
-        b"{\"task\": \"statistics\", \"data\": {\"x\": [1, 2",
-    )
-    .unwrap();
+    assert_eq!(
+        s.parsed_ranks(),
+        2,
+        "check and re-runs must not parse again"
+    );
+
+    // The NPU folder loaded again, with a broken dump.json.
+    for (name, bytes) in [
+        (
+            "dump.json",
+            &b"{\"task\": \"statistics\", \"data\": {\"x\": [1, 2"[..],
+        ),
+        (
+            "construct.json",
+            &fixture!("npu", "proc24688", "construct.json")[..],
+        ),
+        (
+            "stack.json",
+            &fixture!("npu", "proc24688", "stack.json")[..],
+        ),
+    ] {
+        s.add_file("npu", name, bytes).unwrap();
+    }
     let err = s.run(&options(Some(MAPPING))).unwrap_err();
     let side = js_sys::Reflect::get(&err, &JsValue::from_str("side")).unwrap();
     assert_eq!(side.as_string().as_deref(), Some("npu"));
+    let msg = js_sys::Reflect::get(&err, &JsValue::from_str("message"))
+        .unwrap()
+        .as_string()
+        .unwrap();
+    assert!(msg.starts_with("dump.json: line 1, column"), "{msg}");
 }
