@@ -394,12 +394,13 @@ impl Ctx<'_> {
             self.out.layout_aware,
         );
         let mut res: Vec<(String, ItemResult)> = Vec::new();
-        for r in rows {
-            let cols = r.columns(self.mode);
-            if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == r.n_name) {
+        for mut r in rows {
+            let n_name = std::mem::take(&mut r.n_name);
+            let cols = r.into_columns(self.mode);
+            if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == n_name) {
                 slot.1 = cols;
             } else {
-                res.push((r.n_name.clone(), cols));
+                res.push((n_name, cols));
             }
         }
         self.out.results.insert(n, res);
@@ -541,7 +542,8 @@ impl Row {
     pub(crate) fn is_output(&self) -> bool {
         self.n_name.contains(".output.")
     }
-    fn columns(&self, mode: Mode) -> ItemResult {
+    /// The compare columns of the row (consumes it: the cells move, nothing is copied).
+    fn into_columns(self, mode: Mode) -> ItemResult {
         let err = crate::pyfmt::json_str_list(&self.msgs);
         match mode {
             Mode::Md5 => vec![
@@ -560,11 +562,8 @@ impl Row {
                     k::MEAN_REL,
                     k::NORM_REL,
                 ];
-                let mut v: ItemResult = keys
-                    .iter()
-                    .zip(self.cols.iter())
-                    .map(|(kk, c)| (*kk, c.clone()))
-                    .collect();
+                let mut v: ItemResult = Vec::with_capacity(11);
+                v.extend(keys.iter().copied().zip(self.cols));
                 v.push((k::RG_CONSISTENT, Py::B(self.rg_consistent)));
                 v.push((k::RESULT, Py::S(self.level.as_str().into())));
                 v.push((k::ERR_MESSAGE, Py::S(err)));

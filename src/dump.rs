@@ -206,6 +206,11 @@ impl RankDump {
         rd.parse_dump(dump)?;
         rd.parse_construct(construct)?;
         rd.parse_stack(stack)?;
+        // The arenas were reserved from the file size; give back what the estimate overshot
+        // (the dump is kept for the whole run, and in the page for the whole session).
+        rd.store.vals.shrink_to_fit();
+        rd.store.pairs.shrink_to_fit();
+        rd.store.text.shrink_to_fit();
         Ok(rd)
     }
 
