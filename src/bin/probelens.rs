@@ -590,7 +590,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let mut conn = Connection::open(&tmp_path).map_err(|e| db_err(&db_path, e))?;
     // `threads`: CREATE INDEX sorts with helper threads (SQLite's default is none).
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    conn.execute_batch(&format!("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-262144; PRAGMA temp_store=MEMORY; PRAGMA threads={threads};"))
+    conn.execute_batch(&format!("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA threads={threads};"))
         .map_err(|e| db_err(&db_path, e))?;
     for sql in [NODES_SQL, STACK_SQL, CONFIG_SQL] {
         conn.execute_batch(sql).map_err(|e| db_err(&db_path, e))?;
