@@ -589,8 +589,12 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let _part = PartFile(tmp_path.clone());
     let mut conn = Connection::open(&tmp_path).map_err(|e| db_err(&db_path, e))?;
     // `threads`: CREATE INDEX sorts with helper threads (SQLite's default is none).
+    // `page_size` 64 KiB: rows carry KBs of input/output text, and the index columns come after
+    // it, so with 4 KiB pages every index build walked the overflow pages of every row (64 KiB:
+    // index creation ~4.1 s -> ~2.5 s, file 630 -> 515 MB on the scale pair; the content is the
+    // same, the page size is invisible to readers).
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    conn.execute_batch(&format!("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA threads={threads};"))
+    conn.execute_batch(&format!("PRAGMA page_size=65536; PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA threads={threads};"))
         .map_err(|e| db_err(&db_path, e))?;
     for sql in [NODES_SQL, STACK_SQL, CONFIG_SQL] {
         conn.execute_batch(sql).map_err(|e| db_err(&db_path, e))?;
