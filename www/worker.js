@@ -227,6 +227,11 @@ async function handle(req) {
       // Consecutive matches go to the core as one batch (one before/after snapshot per batch).
       for (let k = 0; k < req.ops.length;) {
         const op = req.ops[k];
+        if (op.op === 'accept') {
+          mergeChanges(s.acceptSuggestions(op.minScore));
+          k++;
+          continue;
+        }
         if (op.op !== 'match') {
           mergeChanges(s.unmatch(op.side, op.index));
           k++;
@@ -250,6 +255,38 @@ async function handle(req) {
         if (cb) for (const [i, , m] of out[1]) cb[i] = m;
       }
       post({ id, type: 'result', value: { npu: out[0], bench: out[1] } });
+      return;
+    }
+    case 'checkMapping': {
+      /** @type {import('./protocol.js').MappingCheck} */
+      let value;
+      try {
+        value = { ok: true, ...JSON.parse(Session.checkMapping(req.name, req.text)) };
+      } catch (e) {
+        if (!(e instanceof Error) || e instanceof WebAssembly.RuntimeError) throw e;
+        const info = /** @type {{detail?: unknown, line?: unknown, column?: unknown}} */ (e);
+        value = {
+          ok: false,
+          message: e.message,
+          detail: typeof info.detail === 'string' ? info.detail : e.message,
+          line: typeof info.line === 'number' ? info.line : null,
+          column: typeof info.column === 'number' ? info.column : null,
+        };
+      }
+      post({ id, type: 'result', value });
+      return;
+    }
+    case 'suggest': {
+      const s = need(current);
+      if (!(s instanceof Session)) throw new Error('suggestions need the dump folders (this result was read from a msprobe output file)');
+      post({ id, type: 'progress', stage: STAGES.suggest });
+      post({ id, type: 'result', value: { list: JSON.parse(s.suggest(req.minScore)), defaultMinScore: Session.defaultMinScore() } });
+      return;
+    }
+    case 'exportMapping': {
+      const s = need(current);
+      if (!(s instanceof Session)) throw new Error('exporting a mapping needs the dump folders (this result was read from a msprobe output file)');
+      post({ id, type: 'result', value: JSON.parse(s.exportMappingReport(req.yaml, JSON.stringify(req.pairs))) });
       return;
     }
     case 'exportCsv': {

@@ -17,6 +17,12 @@ export class Session {
   matchNodes(npu_index: number, bench_index: number, recursive: boolean): string;
   matchMany(pairs: string): string;
   unmatch(side: string, index: number): string;
+  static defaultMinScore(): number;
+  suggest(min_score: number): string;
+  acceptSuggestions(min_score: number): string;
+  exportMapping(current_yaml: string, pairs: string): string;
+  exportMappingReport(current_yaml: string, pairs: string): string;
+  static checkMapping(name: string, text: string): string;
 }
 export type SyncInitInput = BufferSource | WebAssembly.Module;
 export function initSync(module: { module: SyncInitInput } | SyncInitInput): unknown;
