@@ -53,6 +53,7 @@ function mpEl(id) {
 }
 
 /** A translatable message: key, parameters, error flag. @typedef {{key: string, params?: Record<string, string | number>, err?: boolean}} MpMsg */
+/** Where a message goes: editor status, suggestion actions, suggestion count, export. @typedef {'status' | 'sug' | 'count' | 'exp'} MpWhere */
 
 export class MappingPanel {
   /** @param {PanelApi} api */
@@ -87,8 +88,8 @@ export class MappingPanel {
     this.sugStale = true;
     this.sugTimer = 0;
     this.sugSeq = 0;
-    /** @type {Record<'status' | 'sug' | 'exp', MpMsg | null>} */
-    this.msgs = { status: null, sug: null, exp: null };
+    /** @type {Record<MpWhere, MpMsg | null>} */
+    this.msgs = { status: null, sug: null, count: null, exp: null };
     /** @type {MappingRun | null} */
     this.lastRun = null;
     /** @type {{report: MappingExport, pairs: number} | null} */
@@ -148,19 +149,20 @@ export class MappingPanel {
 
   /** A new result is shown (or the display was cleared). */
   onShown() {
+    // Seed the editor from the mapping card's choice when that choice changed (a file, a template, the
+    // demo, none, or back to the editor's own text). A re-run from the editor sets `seeded` first, so
+    // text typed meanwhile (even invalid) is kept.
     const choice = this.api.mappingChoice();
-    if (choice?.key !== 'editor') {
-      // Seed the editor from the mapping card's choice when that choice changed (a file, a template, the demo).
-      const key = choice?.key ?? '';
-      const text = choice?.text ?? '';
-      if (key !== this.seeded.key || text !== this.seeded.text) {
-        this.seeded = { key, text };
-        if (choice) this.name = choice.name || 'layer_mapping.yaml';
-        this.setText(text, false);
-      }
+    const key = choice?.key ?? '';
+    const text = choice?.text ?? '';
+    if (key !== this.seeded.key || text !== this.seeded.text) {
+      this.seeded = { key, text };
+      if (choice && key !== 'editor') this.name = choice.name || 'layer_mapping.yaml';
+      this.setText(text, false);
     }
     this.lastRun = null;
     this.renderDiff();
+    this.setMsg('sug', null);
     this.suggestions = [];
     this.renderSuggestions();
     this.staleSuggestions();
@@ -278,9 +280,9 @@ export class MappingPanel {
             break;
           }
           this.root.dataset.running = 'true';
+          this.seeded = { key: 'editor', text: w };
           const run = await this.api.runMapping(w, this.name);
           this.ran = w;
-          this.seeded = { key: 'editor', text: w };
           if (run) {
             this.lastRun = run;
             this.renderDiff();
@@ -390,7 +392,7 @@ export class MappingPanel {
     if (!r || !r.bench || r.graphType !== 'compare') {
       this.suggestions = [];
       this.sugStale = false;
-      this.setMsg('sug', { key: 'Suggestions need a compare result of two dump folders.' });
+      this.setMsg('count', { key: 'Suggestions need a compare result of two dump folders.' });
       this.renderSuggestions();
       return;
     }
@@ -407,11 +409,11 @@ export class MappingPanel {
       this.sugStale = false;
       this.shownRows = MP_PAGE;
       const nodes = new Set(res.list.map((s) => s.npu)).size;
-      this.setMsg('sug', { key: '{n} suggestion(s) for {k} grey NPU node(s).', params: { n: res.list.length, k: nodes } });
+      this.setMsg('count', { key: '{n} suggestion(s) for {k} grey NPU node(s).', params: { n: res.list.length, k: nodes } });
       this.renderSuggestions();
     } catch (e) {
       if (seq !== this.sugSeq) return;
-      this.setMsg('sug', { key: '{msg}', params: { msg: e instanceof Error ? e.message : String(e) }, err: true });
+      this.setMsg('count', { key: '{msg}', params: { msg: e instanceof Error ? e.message : String(e) }, err: true });
     }
   }
 
@@ -578,17 +580,17 @@ export class MappingPanel {
     return m ? t(m.key, m.params) : '';
   }
 
-  /** @param {'status' | 'sug' | 'exp'} where @param {MpMsg | null} m */
+  /** @param {MpWhere} where @param {MpMsg | null} m */
   setMsg(where, m) {
     this.msgs[where] = m;
-    const el = mpEl({ status: 'mp-status', sug: 'mp-sug-msg', exp: 'mp-exp-msg' }[where]);
+    const el = mpEl({ status: 'mp-status', sug: 'mp-sug-msg', count: 'mp-sug-count', exp: 'mp-exp-msg' }[where]);
     el.textContent = this.msgText(m);
     el.classList.toggle('err', !!m?.err);
   }
 
   /** Re-renders the dynamic texts after a language switch. */
   relabel() {
-    for (const w of /** @type {const} */ (['status', 'sug', 'exp'])) this.setMsg(w, this.msgs[w]);
+    for (const w of /** @type {const} */ (['status', 'sug', 'count', 'exp'])) this.setMsg(w, this.msgs[w]);
     const first = this.tpl.querySelector('option[value=""]');
     if (first) first.textContent = t('— load a template —');
     this.renderDiff();

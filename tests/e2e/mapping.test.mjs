@@ -92,6 +92,7 @@ async function acceptAllAndCheck(page, label) {
   }
   const mapped = reference('qwen_mix_statistics', 'map', 0, 0, 'NPU').matched;
   const sum = await resultSummary(page);
+  assert.match(await page.textContent('#mp-sug-msg'), new RegExp(`score ≥ 0.65: matched NPU nodes \\d+ → ${sum.npu.matched}`));
   console.log(`${label}: accept all → NPU matched ${sum.npu.matched} (msprobe with the mapping: ${mapped}); ${hit}/${want.size} of msprobe's pairs recovered, ${contra} contradicting`);
   assert.equal(want.size, mapped);
   assert.ok(hit >= 0.95 * want.size, `recall ${hit}/${want.size}`);
@@ -290,10 +291,24 @@ describe('mapping panel: served site', () => {
     await typeYaml(page, edited);
     await page.waitForFunction(() => !document.getElementById('mp-editor').dataset.errorLine);
     assert.equal(await page.locator('#mp-gutter .ln.err').count(), 0);
+    // Choosing another mapping on the card re-seeds the editor; choosing the editor's entry brings its text back.
+    let n = await loads(page);
+    await page.selectOption('#mapping-select', '');
+    await waitLoad(page, n);
+    assert.equal(await page.inputValue('#mp-text'), '');
+    assert.match(await page.textContent('#mp-status'), /Empty mapping/);
+    n = await loads(page);
+    await page.selectOption('#mapping-select', 'editor');
+    await waitLoad(page, n);
+    assert.equal(await page.inputValue('#mp-text'), edited);
+    assert.equal((await resultSummary(page)).npu.matched, after.npu.matched - 1, 'the editor mapping again (the manual match is not re-applied by a card change)');
     // Chinese.
     await page.click('#lang-btn');
     assert.equal(await page.textContent('#mapping-toggle'), '映射');
     assert.match(await page.textContent('#mp-status'), /有效/);
+    assert.equal(await page.textContent('#mp-sug-h'), '匹配建议');
+    await page.waitForFunction(() => /建议/.test(document.getElementById('mp-sug-count').textContent));
+    await page.screenshot({ path: path.join(SHOTS, 'served-chinese.png') });
     await page.click('#lang-btn');
     assertClean();
     await context.close();
