@@ -277,6 +277,9 @@ variant!(single_build_bench_l0, "qwen_single_graph", "build_bench_L0");
 variant!(real_tensor_nomap, "real_tensor", "nomap");
 variant!(real_tensor_map, "real_tensor", "map");
 variant!(real_tensor_fuzzy, "real_tensor", "fuzzy");
+variant!(ms_real_tensor_nomap, "ms_real_tensor", "nomap");
+variant!(ms_real_tensor_map, "ms_real_tensor", "map");
+variant!(ms_real_tensor_fuzzy, "ms_real_tensor", "fuzzy");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -316,6 +319,9 @@ fn all_variants_covered() {
         "real_tensor/nomap",
         "real_tensor/map",
         "real_tensor/fuzzy",
+        "ms_real_tensor/nomap",
+        "ms_real_tensor/map",
+        "ms_real_tensor/fuzzy",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {
