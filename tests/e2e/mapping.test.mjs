@@ -159,7 +159,10 @@ describe('mapping panel: served site', () => {
     // A suggestion row shows both nodes (the NPU node selected, the Bench node picked).
     const row = page.locator('#mp-sug li').first();
     const [ni, bi] = [Number(await row.getAttribute('data-npu')), Number(await row.getAttribute('data-bench'))];
-    await row.locator('button[data-act="show"]').click();
+    // By keyboard: the row's show button takes the focus and Enter.
+    await row.locator('button[data-act="show"]').focus();
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((i) => window.__probelens.state.selection?.index === i, ni);
     const st = await page.evaluate(() => ({ sel: window.__probelens.state.selection, pick: window.__probelens.state.pick }));
     assert.deepEqual(st.sel, { side: 'npu', index: ni });
     assert.equal(st.pick.bench, bi);
