@@ -44,3 +44,8 @@ fn ms_cross_no_lm() {
 fn ms_cross_md5_lm() {
     check("ms_cross_md5_lm");
 }
+
+#[test]
+fn ms_real_npy() {
+    check("ms_real_npy");
+}
