@@ -130,12 +130,7 @@ impl Files for MemFiles {
         self.files
             .get(path)
             .map(|b| Cow::Borrowed(b.as_slice()))
-            .ok_or_else(|| {
-                Error::input(
-                self.display(path),
-                "file not found (each rank folder needs dump.json, construct.json and stack.json)",
-            )
-            })
+            .ok_or_else(|| Error::file_not_found(self.display(path)))
     }
     fn display(&self, path: &str) -> String {
         match (self.root_name.is_empty(), path.is_empty()) {
@@ -272,8 +267,15 @@ impl Session {
         total: f64,
     ) -> std::result::Result<(), JsValue> {
         let s = self.side(side)?;
-        let total = total.max(0.0) as usize;
         let path = path.trim_start_matches('/').to_string();
+        // Refused from its size, before any byte is read (the CLI's check and message).
+        if total > crate::dump::MAX_FILE_BYTES as f64 {
+            return Err(side_err(
+                side,
+                &Error::file_too_large(s.display(&path), total as u64),
+            ));
+        }
+        let total = total.max(0.0) as usize;
         let mut v = Vec::new();
         v.try_reserve_exact(total).map_err(|_| {
             js_err(format!(

@@ -279,7 +279,8 @@ export function startApp(host) {
     }
     S.running = true;
     setState('loading');
-    for (const s of changed) setError(s);
+    // Every load reads both sides afresh, so an earlier message of either side is obsolete.
+    for (const s of SIDES) setError(s);
     setError('load');
     setError('mapping');
     setError('vis');
