@@ -90,11 +90,64 @@ mod heap {
 }
 
 /// Files dropped for one side, keyed by their path relative to the dropped root.
-#[derive(Default)]
+///
+/// The JSON files are copied in (`addFile`/`beginFile`); tensor files (`dump_tensor_data/`) are
+/// only registered (`addLazyFile`) and read on demand through the session's reader callback, so
+/// a real-tensor compare reads just the tensors of the pairs it compares.
 struct MemFiles {
+    /// "npu" or "bench": passed to the reader with the path.
+    side: &'static str,
     files: BTreeMap<String, Vec<u8>>,
     expected: BTreeMap<String, usize>,
+    /// Paths whose bytes stay on the JS side, with their sizes.
+    lazy: BTreeMap<String, f64>,
+    /// `(side, path) => Uint8Array`, synchronous (the worker uses `FileReaderSync`).
+    reader: Option<js_sys::Function>,
     root_name: String,
+}
+
+impl MemFiles {
+    fn new(side: &'static str) -> MemFiles {
+        MemFiles {
+            side,
+            files: BTreeMap::new(),
+            expected: BTreeMap::new(),
+            lazy: BTreeMap::new(),
+            reader: None,
+            root_name: String::new(),
+        }
+    }
+
+    /// Reads a registered lazy file through the reader callback.
+    fn read_lazy(&self, path: &str) -> Result<Vec<u8>> {
+        let Some(reader) = &self.reader else {
+            return Err(Error::input(
+                self.display(path),
+                "cannot read: no file reader was given to the session",
+            ));
+        };
+        let v = reader
+            .call2(
+                &JsValue::NULL,
+                &JsValue::from_str(self.side),
+                &JsValue::from_str(path),
+            )
+            .map_err(|e| {
+                let why = e
+                    .dyn_ref::<js_sys::Error>()
+                    .map(|e| String::from(e.message()))
+                    .or_else(|| e.as_string())
+                    .unwrap_or_else(|| "the reader failed".to_string());
+                Error::input(self.display(path), format!("cannot read: {why}"))
+            })?;
+        let Some(bytes) = v.dyn_ref::<js_sys::Uint8Array>() else {
+            return Err(Error::input(
+                self.display(path),
+                "cannot read: the reader did not return a Uint8Array",
+            ));
+        };
+        Ok(bytes.to_vec())
+    }
 }
 
 impl Files for MemFiles {
@@ -104,8 +157,15 @@ impl Files for MemFiles {
         } else {
             format!("{dir}/")
         };
+        // Both maps in one sorted walk, so equal names stay adjacent.
+        let (mut a, mut b) = (self.files.keys().peekable(), self.lazy.keys().peekable());
+        let paths = std::iter::from_fn(|| match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if y < x => b.next(),
+            (Some(_), _) => a.next(),
+            (None, _) => b.next(),
+        });
         let mut out: Vec<(String, bool)> = Vec::new();
-        for path in self.files.keys() {
+        for path in paths {
             let Some(rest) = path.strip_prefix(&prefix) else {
                 continue;
             };
@@ -127,10 +187,16 @@ impl Files for MemFiles {
                 format!("the file is still being read ({got} of {total} bytes)"),
             ));
         }
-        self.files
-            .get(path)
-            .map(|b| Cow::Borrowed(b.as_slice()))
-            .ok_or_else(|| Error::file_not_found(self.display(path)))
+        if let Some(b) = self.files.get(path) {
+            return Ok(Cow::Borrowed(b.as_slice()));
+        }
+        if let Some(&size) = self.lazy.get(path) {
+            if size > crate::dump::MAX_FILE_BYTES as f64 {
+                return Err(Error::file_too_large(self.display(path), size as u64));
+            }
+            return self.read_lazy(path).map(Cow::Owned);
+        }
+        Err(Error::file_not_found(self.display(path)))
     }
     fn display(&self, path: &str) -> String {
         match (self.root_name.is_empty(), path.is_empty()) {
@@ -225,8 +291,8 @@ impl Session {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Session {
         Session {
-            npu: MemFiles::default(),
-            bench: MemFiles::default(),
+            npu: MemFiles::new("npu"),
+            bench: MemFiles::new("bench"),
             last: None,
         }
     }
@@ -253,9 +319,35 @@ impl Session {
     ) -> std::result::Result<(), JsValue> {
         let s = self.side(side)?;
         s.expected.remove(path);
+        s.lazy.remove(path.trim_start_matches('/'));
         s.files
             .insert(path.trim_start_matches('/').to_string(), bytes.to_vec());
         Ok(())
+    }
+
+    /// Registers a file whose bytes stay on the JS side (a tensor under `dump_tensor_data/`):
+    /// the core reads it through the reader of `setFileReader` only when a compare needs it.
+    #[wasm_bindgen(js_name = addLazyFile)]
+    pub fn add_lazy_file(
+        &mut self,
+        side: &str,
+        path: &str,
+        size: f64,
+    ) -> std::result::Result<(), JsValue> {
+        let s = self.side(side)?;
+        let path = path.trim_start_matches('/').to_string();
+        s.files.remove(&path);
+        s.expected.remove(&path);
+        s.lazy.insert(path, size.max(0.0));
+        Ok(())
+    }
+
+    /// The synchronous reader of lazy files: `reader(side, path)` returns the file's bytes as a
+    /// `Uint8Array` (or throws; the compare then reports the file as unreadable).
+    #[wasm_bindgen(js_name = setFileReader)]
+    pub fn set_file_reader(&mut self, reader: js_sys::Function) {
+        self.npu.reader = Some(reader.clone());
+        self.bench.reader = Some(reader);
     }
 
     /// Starts a file that arrives in chunks.
@@ -341,7 +433,9 @@ impl Session {
     #[wasm_bindgen(js_name = clearSide)]
     pub fn clear_side(&mut self, side: &str) -> std::result::Result<(), JsValue> {
         let s = self.side(side)?;
-        *s = MemFiles::default();
+        let (name, reader) = (s.side, s.reader.take());
+        *s = MemFiles::new(name);
+        s.reader = reader;
         Ok(())
     }
 

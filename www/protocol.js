@@ -73,6 +73,7 @@
  * @property {Diagnostic[]} diagnostics
  * @property {Graph} npu
  * @property {Graph | null} bench
+ * @property {string[]} [tensorReads] tensor files the core read during this run (`side/path`; dump runs only)
  */
 
 /**
@@ -106,6 +107,9 @@
  * @typedef {{id: number, type: 'fileBegin', side: Side, path: string, size: number}} FileBeginRequest
  * @typedef {{id: number, type: 'fileChunk', side: Side, path: string, chunk: ArrayBuffer}} FileChunkRequest
  *   The file ends implicitly when `size` bytes arrived; the result then says `done: true`.
+ * @typedef {{id: number, type: 'fileHandles', side: Side, files: {path: string, file: Blob, size: number}[]}} FileHandlesRequest
+ *   Tensor files (`dump_tensor_data/*.pt|npy`) by handle, not by bytes: the worker keeps the Blobs and
+ *   the core reads one (through `FileReaderSync`) only when a compare needs it.
  * @typedef {{id: number, type: 'check', side: Side}} CheckRequest
  *   Parse every rank folder of one side of the staging session now, so a broken file is reported early.
  * @typedef {{id: number, type: 'layout'}} LayoutRequest
@@ -133,7 +137,7 @@
  * @typedef {{id: number, type: 'exportMapping', yaml: string, pairs: [string, string][]}} ExportMappingRequest
  *   The layer mapping that reproduces `pairs` (NPU name, Bench name), merged into `yaml`
  *   (core `exportMappingReport`); answers {@link MappingExport}.
- * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | CheckRequest | LayoutRequest | RunRequest
+ * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | FileHandlesRequest | CheckRequest | LayoutRequest | RunRequest
  *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest
  *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest} Request
  */

@@ -9,6 +9,8 @@ export class Session {
   addFile(side: string, path: string, bytes: Uint8Array | number[]): void;
   beginFile(side: string, path: string, total: number): void;
   appendChunk(side: string, path: string, bytes: Uint8Array | number[]): void;
+  addLazyFile(side: string, path: string, size: number): void;
+  setFileReader(reader: (side: string, path: string) => Uint8Array): void;
   clearSide(side: string): void;
   check(side: string): void;
   layout(): string;
