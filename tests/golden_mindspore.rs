@@ -49,3 +49,52 @@ fn ms_cross_md5_lm() {
 fn ms_real_npy() {
     check("ms_real_npy");
 }
+
+/// Not frozen from msprobe (its PyTorch reader imports torch, which is not installed here), so
+/// derived from `ms_real_npy` and msprobe's source: without `framework` keys,
+/// `get_compare_framework` takes both dumps for pytorch and `run_real_data` reads them with the
+/// PyTorch reader, whose `FileChecker` accepts only `.pt` files; each `.npy` row is a read
+/// failure, so every metric is `unsupported` (the pair is not cross-framework: both dumps are
+/// detected as mindspore by their item types, so no `-lm` is needed).
+#[test]
+fn ms_real_npy_without_framework_keys_reads_as_pytorch() {
+    let metrics = |case: &common::Case| -> Vec<String> {
+        let common::Outcome::Db(db) = common::run_case(case) else {
+            panic!("{}: no db", case.name);
+        };
+        let mut out = Vec::new();
+        for (id, row) in &db.nodes {
+            if !id.starts_with("NPU_") {
+                continue;
+            }
+            for col in ["input_data", "output_data"] {
+                let text = row[col].as_text().unwrap();
+                let v: serde_json::Value = serde_json::from_str(text).unwrap();
+                for (name, item) in v.as_object().unwrap() {
+                    if let Some(c) = item.get("Cosine") {
+                        out.push(format!("{name}: {c}"));
+                    }
+                }
+            }
+        }
+        out
+    };
+    let with_keys = common::load_case("ms_real_npy");
+    let read = metrics(&with_keys);
+    assert!(read.iter().any(|m| m.ends_with("\"1.0\"")), "{read:?}");
+    let mut without = with_keys.clone();
+    for (path, body) in without.files.iter_mut() {
+        if path.ends_with("dump.json") {
+            let text = String::from_utf8(body.clone()).unwrap();
+            assert!(text.contains("\"framework\": \"mindspore\", "));
+            *body = text
+                .replace("\"framework\": \"mindspore\", ", "")
+                .into_bytes();
+        }
+    }
+    let unread = metrics(&without);
+    assert_eq!(unread.len(), read.len());
+    for m in &unread {
+        assert!(m.ends_with("\"unsupported\""), "{m}");
+    }
+}
