@@ -280,6 +280,8 @@ variant!(real_tensor_fuzzy, "real_tensor", "fuzzy");
 variant!(ms_real_tensor_nomap, "ms_real_tensor", "nomap");
 variant!(ms_real_tensor_map, "ms_real_tensor", "map");
 variant!(ms_real_tensor_fuzzy, "ms_real_tensor", "fuzzy");
+variant!(parallel_tp_build, "parallel_tp", "build_tp2");
+variant!(parallel_tp_compare, "parallel_tp", "compare_tp2");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -322,6 +324,8 @@ fn all_variants_covered() {
         "ms_real_tensor/nomap",
         "ms_real_tensor/map",
         "ms_real_tensor/fuzzy",
+        "parallel_tp/build_tp2",
+        "parallel_tp/compare_tp2",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {
