@@ -280,6 +280,8 @@ variant!(real_tensor_fuzzy, "real_tensor", "fuzzy");
 variant!(ms_real_tensor_nomap, "ms_real_tensor", "nomap");
 variant!(ms_real_tensor_map, "ms_real_tensor", "map");
 variant!(ms_real_tensor_fuzzy, "ms_real_tensor", "fuzzy");
+variant!(ms_real_tensor_overflow, "ms_real_tensor", "overflow");
+variant!(ms_real_tensor_build_npu, "ms_real_tensor", "build_npu");
 variant!(parallel_tp_build, "parallel_tp", "build_tp2");
 variant!(parallel_tp_compare, "parallel_tp", "compare_tp2");
 
@@ -324,6 +326,8 @@ fn all_variants_covered() {
         "ms_real_tensor/nomap",
         "ms_real_tensor/map",
         "ms_real_tensor/fuzzy",
+        "ms_real_tensor/overflow",
+        "ms_real_tensor/build_npu",
         "parallel_tp/build_tp2",
         "parallel_tp/compare_tp2",
     ];
