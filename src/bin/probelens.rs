@@ -300,24 +300,18 @@ impl Files for FsFiles {
         // Refuse before reading what the core could never hold (its offsets are 32-bit).
         if let Ok(m) = std::fs::metadata(&p) {
             if m.len() > probelens::dump::MAX_FILE_BYTES {
-                return Err(Error::new(
-                    probelens::error::ErrorKind::Limit,
-                    self.display(path),
-                    probelens::error::Place::None,
-                    format!(
-                        "the file is {} bytes; probelens reads files of at most {} bytes (4 GiB)",
-                        m.len(),
-                        probelens::dump::MAX_FILE_BYTES
-                    ),
-                ));
+                return Err(Error::file_too_large(self.display(path), m.len()));
             }
         }
         match std::fs::read(&p) {
             Ok(b) => Ok(Cow::Owned(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(Error::input(self.display(path), "file not found (graph_visualize needs dump.json, construct.json and stack.json in every rank folder)"))
+                Err(Error::file_not_found(self.display(path)))
             }
-            Err(e) => Err(Error::input(self.display(path), format!("cannot read: {e}"))),
+            Err(e) => Err(Error::input(
+                self.display(path),
+                format!("cannot read: {e}"),
+            )),
         }
     }
     fn display(&self, path: &str) -> String {
