@@ -2,7 +2,7 @@
 // The page: inputs, load orchestration, the two panes, selection/expansion sync, legend and details.
 import { CoreClient, CoreError } from './client.js';
 import { SIDES, STAGES, unpackRunResult } from './protocol.js';
-import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml } from './loader.js';
+import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml, isTensorFile } from './loader.js';
 import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS } from './colors.js';
 import { TreeModel } from './tree.js';
 import { GraphView } from './graphview.js';
@@ -255,7 +255,7 @@ export function startApp(host) {
     return 'load';
   }
 
-  /** Sides above this total size are not pre-checked (check parses every rank folder; run parses again). */
+  /** Sides whose JSON files total more are not pre-checked (check parses every rank folder; run parses again). */
   const CHECK_LIMIT = 256 * 1024 * 1024;
 
   /** @param {Side} side @param {string} [note] */
@@ -304,7 +304,7 @@ export function startApp(host) {
             client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq, chunkSize,
           );
           // Parse a newly chosen side now, so a broken file shows before the other side is read.
-          if (changed.includes(side) && src.files.reduce((s, f) => s + f.size, 0) <= CHECK_LIMIT && seq === S.loadSeq) {
+          if (changed.includes(side) && src.files.reduce((s, f) => s + (isTensorFile(f.path) ? 0 : f.size), 0) <= CHECK_LIMIT && seq === S.loadSeq) {
             progress(side === 'npu' ? 'Checking NPU files' : 'Checking Bench files');
             await client.request({ type: 'check', side: slot });
           }
