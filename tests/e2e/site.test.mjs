@@ -92,9 +92,18 @@ describe('served site', () => {
       n = await loads(page);
       await page.setInputFiles('#bench-dir', path.join(RT, 'bench', 'step0', 'proc9393'));
       await waitLoad(page, n, 120000);
+      await checkRealTensorResult(page, RT);
     } finally {
+      // The page reads tensors from the chosen files on demand: the copy lives until the test ends.
       fs.rmSync(tmp, { recursive: true, force: true });
     }
+    assert.deepEqual(problems.page, []);
+    assertClean();
+    await page.close();
+  });
+
+  /** The real-tensor result on the page: msprobe's numbers, and what was read. */
+  async function checkRealTensorResult(page, RT) {
     const sum = await resultSummary(page);
     assertMatchesReference(sum, 'real_tensor', 'nomap', 0, 0);
     const { task, diagnostics, tensorReads, matched } = await page.evaluate(() => {
@@ -150,7 +159,58 @@ describe('served site', () => {
       // A field msprobe does not write (a non-tensor item) is an empty cell.
       for (const m of METRICS) assert.equal(r[head.indexOf(m)], want[m] ?? '', `${r[0]} ${m}`);
     }
-    assert.deepEqual(problems.page, []);
+    // After the run the shown session still reads tensors on demand: unmatching a compared API node and
+    // undoing (a manual re-match) recomputes its metrics from the files, the same strings as before.
+    const leaf = await page.evaluate(() => {
+      const g = window.__probelens.lastResult.npu;
+      const i = g.names.findIndex((n, k) => g.subtreeEnd[k] === k + 1 && g.matched[k] >= 0 && n.startsWith('Functional.linear.'));
+      return { i, name: g.names[i] };
+    });
+    assert.ok(leaf.i > 0, 'a matched Functional.linear node');
+    const cosines = async () => {
+      await page.evaluate((i) => window.__probelens.select('npu', i), leaf.i);
+      await page.waitForFunction((nm) => document.getElementById('details').dataset.node === nm, leaf.name);
+      await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').length > 0);
+      return page.locator('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').allTextContents();
+    };
+    const before = await cosines();
+    assert.ok(before.some((c) => /^-?\d/.test(c)), `numeric Cosine values: ${before}`);
+    await page.click('#unmatch-btn');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] === -1, leaf.i);
+    await page.keyboard.press('Control+z');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, leaf.i);
+    assert.deepEqual(await cosines(), before, 'the re-matched pair has its metrics again');
+  }
+
+  test('a tensor file that disappears after the folder was chosen: a warning naming it, the result still shown', async () => {
+    const { page, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    const RT = path.join(FIX, 'real_tensor');
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-rt-gone-'));
+    try {
+      fs.cpSync(path.join(RT, 'npu', 'step0', 'proc9305'), path.join(tmp, 'proc9305'), { recursive: true });
+      n = await loads(page);
+      await page.setInputFiles('#npu-dir', path.join(tmp, 'proc9305'));
+      await waitLoad(page, n, 120000);
+      // Tensors are read only when compared, so this one is missing when the compare needs it.
+      const gone = 'Module.embed.Embedding.forward.0.input.0.pt';
+      fs.rmSync(path.join(tmp, 'proc9305', 'dump_tensor_data', gone));
+      n = await loads(page);
+      await page.setInputFiles('#bench-dir', path.join(RT, 'bench', 'step0', 'proc9393'));
+      assert.equal(await waitLoad(page, n, 120000), 'ready');
+      const sum = await resultSummary(page);
+      assert.equal(sum.npu.nodes, reference('real_tensor', 'nomap', 0, 0, 'NPU').nodes);
+      const li = await page.locator('#diagnostics li.warning').allTextContents();
+      assert.equal(li.length, 1, `one warning: ${li}`);
+      assert.ok(li[0].startsWith("warning: 1 tensor pair(s) could not be read, their metrics are 'unsupported' (as msprobe reports them); "
+        + `first: proc9305/dump_tensor_data/${gone}: cannot read: `), li[0]);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
     assertClean();
     await page.close();
   });
