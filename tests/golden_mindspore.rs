@@ -60,6 +60,11 @@ fn ms_graph_recompute_framework_keys() {
     check("ms_graph_recompute_framework_keys");
 }
 
+#[test]
+fn ms_dist() {
+    check("ms_dist");
+}
+
 /// Not frozen from msprobe (its PyTorch reader imports torch, which is not installed here), so
 /// derived from `ms_real_npy` and msprobe's source: without `framework` keys,
 /// `get_compare_framework` takes both dumps for pytorch and `run_real_data` reads them with the
