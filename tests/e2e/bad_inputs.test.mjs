@@ -5,8 +5,8 @@
 // Every case starts from a page with a valid result (the bundled demo, re-run without its mapping,
 // as the CLI runs without -lm), then chooses the case's npu/ folder, its bench/ folder (or *Clear*s
 // the Bench side for a build case) and, last, its layer_mapping.yaml. `materialize.txt` cases are
-// made in a temp copy as the Rust test makes them (the 10,000-deep construct.json chains; the
-// 4 GiB + 1 byte sparse dump.json, which the page must refuse from its size without reading it).
+// made in a temp copy as the Rust test makes them (the 10,000-deep construct.json chains; the sparse
+// 4 GiB dump.json, one byte over the limit, which the page refuses from its size before reading it).
 //
 // How the page's text relates to the CLI's line (`expected.txt`):
 // - error cases: the CLI prints `probelens: error: <expected>`; the page shows exactly `<expected>`
@@ -24,7 +24,8 @@
 // Every case: no console error, no page error, no request outside the site, at most CASE_TIMEOUT.
 //
 // The whole corpus runs on the served site; a representative subset (FILE_CASES: one case of each
-// kind of outcome and place) runs on the single file over file:// too.
+// kind of outcome and place) runs on the single file over file:// too. About 3-4 s per case, so
+// about 3 minutes in all on a busy 2-core machine.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -191,6 +192,7 @@ async function runCase(browser, url, allowed, name, tmp, tag) {
         return { outline: Number(document.getElementById('npu-outline').dataset.nodeCount), nodes: r.npu.names.length, drawn: v.stats?.drawn ?? -1 };
       });
       assert.equal(shown.outline, shown.nodes, `${name}: the outline shows the previous graph`);
+      assert.ok(shown.drawn > 0, `${name}: the previous graph is drawn (${shown.drawn} boxes)`);
       // A node's details still open (a matched leaf with tensors when there is one).
       const pick = await page.evaluate(() => {
         const g = window.__probelens.lastResult.npu;
