@@ -282,6 +282,7 @@ variant!(ms_real_tensor_map, "ms_real_tensor", "map");
 variant!(ms_real_tensor_fuzzy, "ms_real_tensor", "fuzzy");
 variant!(ms_real_tensor_overflow, "ms_real_tensor", "overflow");
 variant!(ms_real_tensor_build_npu, "ms_real_tensor", "build_npu");
+variant!(ms_real_tensor_md5, "ms_real_tensor", "md5");
 variant!(parallel_tp_build, "parallel_tp", "build_tp2");
 variant!(parallel_tp_compare, "parallel_tp", "compare_tp2");
 
@@ -328,6 +329,7 @@ fn all_variants_covered() {
         "ms_real_tensor/fuzzy",
         "ms_real_tensor/overflow",
         "ms_real_tensor/build_npu",
+        "ms_real_tensor/md5",
         "parallel_tp/build_tp2",
         "parallel_tp/compare_tp2",
     ];
