@@ -4,9 +4,10 @@
 //! matching and the parallel-merge checker set).
 //!
 //! Implemented: the strategy selection and parameter validation, `NoParallelMerger` (the
-//! `Apis_Between_Modules_All_Ranks` collections) and `TPMerger` (statistics merged over the TP
+//! `Apis_Between_Modules_All_Ranks` collections), `TPMerger` (statistics merged over the TP
 //! group with the `parallel_merge_info` lines, the RowParallelLinear/ColumnParallelLinear special
-//! cases). PP, VPP, TP+PP and full merges are refused with an error.
+//! cases) and `PPMerger` (modules split over the stages moved into the main graph, re-ordered and
+//! renumbered). VPP, TP+PP and full merges are refused with an error.
 //!
 //! The merged graph is the main rank's [`Graph`]: nodes taken over from other ranks are appended
 //! to its arena, their items (and stacks) copied into the main rank's store; merged statistics
@@ -286,33 +287,26 @@ pub fn merge(ranks: Vec<RankGraph>, p: &ParallelParams) -> Result<Vec<RankGraph>
         }
         Strategy::Tp => {
             let groups = tp_groups(&ranks, p)?;
-            let mut slots: Vec<Option<RankGraph>> = ranks.into_iter().map(Some).collect();
             let mut out = Vec::new();
-            for g in groups {
-                let mut members = Vec::new();
-                for r in &g {
-                    let pos = slots
-                        .iter()
-                        .position(|s| s.as_ref().is_some_and(|x| x.rank == *r));
-                    match pos.and_then(|i| slots[i].take()) {
-                        Some(x) => members.push(x),
-                        None => {
-                            return Err(Error::input(
-                                "--tp",
-                                format!("the TP group {g:?} names rank {r}, which is not among the dumped ranks (or is in two groups)"),
-                            ))
-                        }
-                    }
-                }
+            for mut members in split_groups(ranks, &groups, "--tp")? {
                 merge_api_collections(&mut members);
-                out.push(merge_tp(members));
+                out.push(merge_group(members, false)?);
+            }
+            Ok(out)
+        }
+        Strategy::Pp => {
+            let groups = pp_groups(&ranks, p)?;
+            let mut out = Vec::new();
+            for mut members in split_groups(ranks, &groups, "--pp")? {
+                merge_api_collections(&mut members);
+                out.push(merge_group(members, true)?);
             }
             Ok(out)
         }
         s => Err(Error::input(
             "--pp",
             format!(
-                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges tensor parallelism only (pp 1)",
+                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges either tensor or pipeline parallelism (tp or pp 1, vpp 1)",
                 s.name(),
                 p.tp,
                 p.pp,
@@ -321,6 +315,106 @@ pub fn merge(ranks: Vec<RankGraph>, p: &ParallelParams) -> Result<Vec<RankGraph>
             ),
         )),
     }
+}
+
+/// `split_graph_results_by_groups`: the ranks of each group, in the group's order.
+fn split_groups(ranks: Vec<RankGraph>, groups: &Groups, flag: &str) -> Result<Vec<Vec<RankGraph>>> {
+    let mut slots: Vec<Option<RankGraph>> = ranks.into_iter().map(Some).collect();
+    let mut out = Vec::new();
+    for g in groups {
+        let mut members = Vec::new();
+        for r in g {
+            let pos = slots
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|x| x.rank == *r));
+            match pos.and_then(|i| slots[i].take()) {
+                Some(x) => members.push(x),
+                None => {
+                    return Err(Error::input(
+                        flag,
+                        format!("the parallel group {g:?} names rank {r}, which is not among the dumped ranks (or is in two groups)"),
+                    ))
+                }
+            }
+        }
+        if !members.is_empty() {
+            out.push(members);
+        }
+    }
+    Ok(out)
+}
+
+/// `PPMerger.get_groups`: chains of the first send/isend `dst` (or batch_isend_irecv isend peer)
+/// of each rank; the default groups if there are none or the first chain's length is not pp.
+fn pp_groups(ranks: &[RankGraph], p: &ParallelParams) -> Result<Groups> {
+    let mut mapping: Vec<(i64, i64)> = Vec::new();
+    for r in ranks {
+        let mut target: Option<i64> = None;
+        for (id, n) in r.graph.nodes.iter().enumerate() {
+            if r.graph.get(&n.name) != Some(id as NodeId) || !n.name.starts_with("Distributed.") {
+                continue;
+            }
+            if n.name.contains(".batch_isend_irecv.") {
+                for (op, peer, _) in crate::graph::batch_p2p_info(&r.dump, &r.graph, id as NodeId) {
+                    let peer = peer.num(&r.dump.store);
+                    let is_isend = op.as_str(&r.dump.store) == Some("isend");
+                    if let Some(Num::Int(t)) = peer {
+                        if t as i64 != r.rank && is_isend {
+                            target = Some(t as i64);
+                            break;
+                        }
+                    }
+                }
+            } else if n.name.contains(".send.") || n.name.contains(".isend.") {
+                let (input, _) = r.graph.io(&r.dump, id as NodeId);
+                let key = format!("{}.input.dst", n.name);
+                let dst = input
+                    .iter()
+                    .find(|(kk, _)| *kk == key)
+                    .and_then(|(_, it)| it.get(k::VALUE))
+                    .and_then(|v| v.num(&r.dump.store));
+                if let Some(Num::Int(d)) = dst {
+                    target = Some(d as i64);
+                    break;
+                }
+            }
+            if target.is_some() {
+                break;
+            }
+        }
+        if let Some(t) = target {
+            if let Some(slot) = mapping.iter_mut().find(|(k, _)| *k == r.rank) {
+                slot.1 = t;
+            } else {
+                mapping.push((r.rank, t));
+            }
+        }
+    }
+    // `_trace_p2p_mapping`
+    let mut visited: Vec<i64> = Vec::new();
+    let mut groups: Groups = Vec::new();
+    for (start, _) in &mapping {
+        if visited.contains(start) {
+            continue;
+        }
+        let mut chain = Vec::new();
+        let mut cur = *start;
+        while let Some((_, next)) = mapping.iter().find(|(k, _)| *k == cur) {
+            if visited.contains(&cur) {
+                break;
+            }
+            chain.push(cur);
+            visited.push(cur);
+            cur = *next;
+        }
+        if !chain.is_empty() {
+            groups.push(chain);
+        }
+    }
+    if groups.is_empty() || groups[0].len() as i64 != p.pp {
+        return Ok(default_groups(p)?.1);
+    }
+    Ok(groups)
 }
 
 /// `TPMerger.get_groups`: the `group_ranks` of the first all_reduce/reduce_scatter of each rank,
@@ -654,24 +748,36 @@ struct ToMerge {
 struct Tp<'a> {
     main: &'a mut RankGraph,
     others: &'a [RankGraph],
+    /// PP: main nodes judged split (`is_pp_merged`).
+    pp_merged: std::collections::HashSet<NodeId>,
+    /// PP: `pp_index` of re-ordered nodes.
+    pp_index: std::collections::HashMap<NodeId, i64>,
+    /// PP: per other rank, its nodes moved into the main graph -> their copy.
+    moved: Vec<std::collections::HashMap<NodeId, NodeId>>,
 }
 
-fn merge_tp(mut members: Vec<RankGraph>) -> RankGraph {
-    if members.len() < 2 {
-        // A one-rank group is returned as is.
-        return members.remove(0);
+/// `merge_tp_graphs` (`pp` false) or `merge_pp_graphs` (`pp` true) of one group (non-empty).
+fn merge_group(mut members: Vec<RankGraph>, pp: bool) -> Result<RankGraph> {
+    let rest = members.split_off(1.min(members.len()));
+    let Some(mut main) = members.pop() else {
+        return Err(Error::input("--rank_size", "an empty parallel group"));
+    };
+    if rest.is_empty() {
+        return Ok(main);
     }
-    let mut rest = members.split_off(1);
-    let mut main = members.remove(0);
-    {
-        let mut tp = Tp {
-            main: &mut main,
-            others: &rest,
-        };
-        tp.run();
+    let mut m = Tp {
+        main: &mut main,
+        others: &rest,
+        pp_merged: Default::default(),
+        pp_index: Default::default(),
+        moved: vec![Default::default(); rest.len()],
+    };
+    if pp {
+        m.run_pp();
+    } else {
+        m.run();
     }
-    rest.clear();
-    main
+    Ok(main)
 }
 
 impl Tp<'_> {
@@ -1092,6 +1198,420 @@ impl Tp<'_> {
     }
 }
 
+/// `LAYERS_PATTERN.search`: `(layers\.|layer\.)\d+(\.)` somewhere in `s`.
+fn layers_find(s: &str, from: usize) -> Option<(usize, usize, usize)> {
+    let b = s.as_bytes();
+    let mut i = from;
+    while i < b.len() {
+        for pre in ["layers.", "layer."] {
+            if b[i..].starts_with(pre.as_bytes()) {
+                let d0 = i + pre.len();
+                let mut d = d0;
+                while d < b.len() && b[d].is_ascii_digit() {
+                    d += 1;
+                }
+                if d > d0 && d < b.len() && b[d] == b'.' {
+                    // (start, end of the prefix, end of the match)
+                    return Some((i, d0, d + 1));
+                }
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+fn has_layers(s: &str) -> bool {
+    layers_find(s, 0).is_some()
+}
+
+/// `LAYERS_PATTERN.sub(r"\g<1>" + index + r"\g<2>", s)`: every match.
+fn layers_sub(s: &str, index: &str) -> String {
+    let mut out = String::new();
+    let mut at = 0;
+    while let Some((start, pre_end, end)) = layers_find(s, at) {
+        out.push_str(&s[at..pre_end]);
+        out.push_str(index);
+        out.push('.');
+        let _ = start;
+        at = end;
+    }
+    out.push_str(&s[at..]);
+    out
+}
+
+/// `MARK_PATTERN` (`%(\d+)%(\d+)$`): (position, rank) of a marked id.
+fn mark_of(s: &str) -> Option<(i64, i64)> {
+    let (head, rank) = s.rsplit_once('%')?;
+    let (_, pos) = head.rsplit_once('%')?;
+    let num = |t: &str| -> Option<i64> {
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        t.parse().ok()
+    };
+    Some((num(pos)?, num(rank)?))
+}
+
+/// `MARK_PATTERN.sub("", s)`.
+fn strip_mark(s: &str) -> String {
+    if mark_of(s).is_none() {
+        return s.to_string();
+    }
+    let Some((head, _)) = s.rsplit_once('%') else {
+        return s.to_string();
+    };
+    head.rsplit_once('%')
+        .map(|(h, _)| h)
+        .unwrap_or(head)
+        .to_string()
+}
+
+/// `_update_node_data_key` on a main node's items.
+fn rename_items(g: &mut Graph, id: NodeId, old: &str, new: &str) {
+    if let Some((i, o)) = g.io_override.get_mut(&id) {
+        for (key, it) in i.iter_mut().chain(o.iter_mut()) {
+            *key = key.replace(old, new);
+            it.full_op_name = it.full_op_name.replace(old, new);
+        }
+    }
+}
+
+/// PPMerger.
+impl Tp<'_> {
+    /// `merge_pp_graphs` on the main rank and the other ranks of one PP group.
+    fn run_pp(&mut self) {
+        let mut i = 0;
+        // The root's list may grow while it is walked (as in msprobe's for loop).
+        while i < self.g().nodes[ROOT as usize].children.len() {
+            let c = self.g().nodes[ROOT as usize].children[i];
+            let n = &self.g().nodes[c as usize];
+            if n.op == NodeOp::Module && n.name != "clip_grad" && n.name != "optimizer" {
+                self.pp_merge_node(c, 0);
+                self.pp_sort(c);
+            }
+            i += 1;
+        }
+        self.root_unique();
+    }
+
+    /// The current id of another rank's node (moved ones carry their main copy's id).
+    fn cur_name(&self, r: usize, id: NodeId) -> &str {
+        match self.moved[r].get(&id) {
+            Some(m) => &self.main.graph.nodes[*m as usize].name,
+            None => &self.others[r].graph.nodes[id as usize].name,
+        }
+    }
+
+    /// `_merge_nodes`.
+    fn pp_merge_node(&mut self, id: NodeId, depth: usize) {
+        if depth > 1000 {
+            return;
+        }
+        let name = self.g().nodes[id as usize].name.clone();
+        let mut others = Vec::new();
+        for (r, o) in self.others.iter().enumerate() {
+            match o.graph.get(&name) {
+                Some(oid) => others.push((r, oid)),
+                None => return,
+            }
+        }
+        if !others.is_empty() {
+            let (pin, pout) = self.param_data(id, &others, true);
+            let mut split = !pin.is_empty() && !pout.is_empty() && has_layers(&name);
+            if name.contains(".backward.") {
+                let f = name.replace(".backward.", ".forward.");
+                if self
+                    .g()
+                    .get(&f)
+                    .is_some_and(|f| self.pp_merged.contains(&f))
+                {
+                    split = true;
+                }
+            }
+            if split {
+                self.pp_merged.insert(id);
+                let up = self.g().nodes[id as usize].parent;
+                for (r, oid) in others {
+                    let copy = self.move_marked(r, oid, up);
+                    if let Some(u) = up {
+                        self.main.graph.nodes[u as usize].children.push(copy);
+                    }
+                }
+                return;
+            } else if pin.is_empty() && !pout.is_empty() && name.contains(".forward.") {
+                if let Some((r, oid)) = others.last().copied() {
+                    let out = self.other_items(r, oid).1;
+                    self.load(id);
+                    if let Some(io) = self.main.graph.io_override.get_mut(&id) {
+                        io.1 = out;
+                    }
+                }
+            } else if !pin.is_empty() && pout.is_empty() && name.contains(".backward.") {
+                if let Some((r, oid)) = others.last().copied() {
+                    let inp = self.other_items(r, oid).0;
+                    self.load(id);
+                    if let Some(io) = self.main.graph.io_override.get_mut(&id) {
+                        io.0 = inp;
+                    }
+                }
+            }
+            self.pp_unique_children(id, &others);
+        }
+        let mut i = 0;
+        while i < self.g().nodes[id as usize].children.len() {
+            let c = self.g().nodes[id as usize].children[i];
+            if self.g().nodes[c as usize].op == NodeOp::Module {
+                self.pp_merge_node(c, depth + 1);
+            }
+            i += 1;
+        }
+    }
+
+    /// Another rank's items, copied into the main store.
+    fn other_items(&mut self, r: usize, oid: NodeId) -> (ItemMap, ItemMap) {
+        let o = &self.others[r];
+        let (i, out) = o.graph.io(&o.dump, oid);
+        let store = &mut self.main.dump.store;
+        let conv = |m: ItemMap, store: &mut Store| -> ItemMap {
+            m.into_iter()
+                .map(|(key, it)| (key, copy_item(&o.dump.store, &it, store)))
+                .collect()
+        };
+        let a = conv(i, store);
+        let b = conv(out, store);
+        (a, b)
+    }
+
+    /// `_merge_other_unique_nodes`: children only another rank has are moved under `id`.
+    fn pp_unique_children(&mut self, id: NodeId, others: &[(usize, NodeId)]) {
+        let main_ids: Vec<String> = self.g().nodes[id as usize]
+            .children
+            .iter()
+            .map(|c| self.g().nodes[*c as usize].name.clone())
+            .collect();
+        let lists: Vec<Vec<(usize, NodeId, String)>> = others
+            .iter()
+            .map(|(r, oid)| {
+                self.others[*r].graph.nodes[*oid as usize]
+                    .children
+                    .iter()
+                    .map(|c| (*r, *c, self.cur_name(*r, *c).to_string()))
+                    .collect()
+            })
+            .collect();
+        let mut unique = Vec::new();
+        for (i, list) in lists.iter().enumerate() {
+            let mut seen: Vec<&str> = Vec::new();
+            for (r, c, n) in list {
+                let elsewhere = main_ids.iter().any(|m| m == n)
+                    || lists
+                        .iter()
+                        .enumerate()
+                        .any(|(j, l)| j != i && l.iter().any(|(_, _, x)| x == n));
+                // A dict keeps the last node of a repeated id, at the first one's place.
+                if elsewhere || seen.contains(&n.as_str()) {
+                    continue;
+                }
+                seen.push(n);
+                let last = list
+                    .iter()
+                    .rev()
+                    .find(|(_, _, x)| x == n)
+                    .map(|(_, c2, _)| *c2)
+                    .unwrap_or(*c);
+                unique.push((*r, last));
+            }
+        }
+        for (r, c) in unique {
+            let copy = self.move_marked(r, c, Some(id));
+            self.main.graph.nodes[id as usize].children.push(copy);
+        }
+    }
+
+    /// `_mark_node_id_position_rank` + `_add_node_to_main_graph`: copies another rank's node and
+    /// its subtree into the main graph with `%position%rank` after every id.
+    fn move_marked(&mut self, r: usize, oid: NodeId, parent: Option<NodeId>) -> NodeId {
+        let rank = self.others[r].rank;
+        let orig = self.cur_name(r, oid).to_string();
+        let position = match self.others[r].graph.nodes[oid as usize].parent {
+            Some(p) => self.others[r].graph.nodes[p as usize]
+                .children
+                .iter()
+                .position(|s| self.cur_name(r, *s) == orig)
+                .unwrap_or(0),
+            None => 0,
+        };
+        let name = format!("{orig}%{position}%{rank}");
+        let o = &self.others[r];
+        let src = &o.graph.nodes[oid as usize];
+        let mut n = src.clone();
+        n.name = name.clone();
+        n.parent = parent;
+        n.children = Vec::new();
+        n.entry = None;
+        n.partner = None;
+        n.precision = None;
+        n.modified = false;
+        n.stack = match src.stack {
+            Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut self.main.dump.store)),
+            s => s,
+        };
+        let kids = src.children.clone();
+        let io = self.other_items(r, oid);
+        let nid = self.main.graph.nodes.len() as NodeId;
+        self.main.graph.nodes.push(n);
+        self.main.graph.io_override.insert(nid, io);
+        self.main.graph.index.entry(name).or_insert(nid);
+        self.moved[r].insert(oid, nid);
+        for c in kids {
+            let cid = self.move_marked(r, c, Some(nid));
+            self.main.graph.nodes[nid as usize].children.push(cid);
+        }
+        nid
+    }
+
+    /// `_sort_nodes`: the siblings of every marked node are re-ordered and renumbered.
+    fn pp_sort(&mut self, start: NodeId) {
+        let mut stack = vec![start];
+        while let Some(node) = stack.pop() {
+            let name = self.g().nodes[node as usize].name.clone();
+            if mark_of(&name).is_some() {
+                if let Some(parent) = self.g().nodes[node as usize].parent {
+                    let forward = name.contains(".forward.") || name.contains(".forward%");
+                    let sibs = self.g().nodes[parent as usize].children.clone();
+                    let (s1, mut s2): (Vec<NodeId>, Vec<NodeId>) = sibs
+                        .iter()
+                        .partition(|c| mark_of(&self.g().nodes[**c as usize].name).is_none());
+                    s2.sort_by_key(|c| {
+                        let (pos, rank) =
+                            mark_of(&self.g().nodes[*c as usize].name).unwrap_or((0, 0));
+                        if forward {
+                            (rank, pos)
+                        } else {
+                            (-rank, pos)
+                        }
+                    });
+                    let new: Vec<NodeId> = if forward {
+                        s1.iter().chain(s2.iter()).copied().collect()
+                    } else {
+                        s2.iter().chain(s1.iter()).copied().collect()
+                    };
+                    let mut index = -1i64;
+                    let walk: Vec<NodeId> = if forward {
+                        new.clone()
+                    } else {
+                        new.iter().rev().copied().collect()
+                    };
+                    for it in walk {
+                        let n = &self.g().nodes[it as usize].name;
+                        if has_layers(n) {
+                            index += 1;
+                        }
+                        if mark_of(n).is_some() {
+                            self.pp_index.insert(it, index);
+                        }
+                    }
+                    for it in &s2 {
+                        self.pp_update_id(*it);
+                    }
+                    self.main.graph.nodes[parent as usize].children = new;
+                }
+            }
+            stack.extend(self.g().nodes[node as usize].children.iter().copied());
+        }
+    }
+
+    /// `_update_node_id`: marks removed, `layers.N` renumbered, `_rank{r}` after API names.
+    fn pp_update_id(&mut self, start: NodeId) {
+        let mut stack = vec![(start, String::new())];
+        while let Some((node, mut ppi)) = stack.pop() {
+            let name = self.g().nodes[node as usize].name.clone();
+            if self.g().index.contains_key(&name) {
+                self.main.graph.index.remove(&name);
+                let old = strip_mark(&name);
+                let mut new = name.clone();
+                if self.g().nodes[node as usize].op == NodeOp::Module {
+                    if has_layers(&new) && mark_of(&new).is_some() {
+                        if let Some(pi) = self.pp_index.get(&node) {
+                            ppi = pi.to_string();
+                        }
+                        new = layers_sub(&new, &ppi);
+                    }
+                } else {
+                    let rank = new.rsplit('%').next().unwrap_or("").to_string();
+                    let mut parts: Vec<String> = new.split('.').map(str::to_string).collect();
+                    if parts.len() > 1 {
+                        parts[1].push_str(&format!("_rank{rank}"));
+                    }
+                    new = parts.join(".");
+                }
+                let new = strip_mark(&new);
+                rename_items(&mut self.main.graph, node, &old, &new);
+                self.main.graph.nodes[node as usize].name = new.clone();
+                self.main.graph.index.insert(new, node);
+            }
+            for c in self.g().nodes[node as usize].children.clone() {
+                stack.push((c, ppi.clone()));
+            }
+        }
+    }
+
+    /// `_merge_root_unique_subnodes`: with layers right under the root, the root children only
+    /// other ranks have are appended and renumbered.
+    fn root_unique(&mut self) {
+        let root_kids = self.g().nodes[ROOT as usize].children.clone();
+        if !root_kids
+            .iter()
+            .any(|c| has_layers(&self.g().nodes[*c as usize].name))
+        {
+            return;
+        }
+        let main_ids: Vec<String> = root_kids
+            .iter()
+            .map(|c| self.g().nodes[*c as usize].name.clone())
+            .collect();
+        let mut to_merge = Vec::new();
+        for (r, o) in self.others.iter().enumerate() {
+            for c in &o.graph.nodes[ROOT as usize].children {
+                let n = self.cur_name(r, *c);
+                if !main_ids.iter().any(|m| m == n) && !n.starts_with(ABM) {
+                    to_merge.push((r, *c));
+                }
+            }
+        }
+        if to_merge.is_empty() {
+            return;
+        }
+        for (r, c) in to_merge {
+            let copy = self.move_marked(r, c, Some(ROOT));
+            self.main.graph.nodes[ROOT as usize].children.push(copy);
+        }
+        let kids = self.g().nodes[ROOT as usize].children.clone();
+        let (unmarked, mut marked): (Vec<NodeId>, Vec<NodeId>) = kids
+            .iter()
+            .partition(|c| mark_of(&self.g().nodes[**c as usize].name).is_none());
+        marked.sort_by_key(|c| {
+            let (pos, rank) = mark_of(&self.g().nodes[*c as usize].name).unwrap_or((0, 0));
+            (rank, pos)
+        });
+        self.main.graph.nodes[ROOT as usize].children =
+            unmarked.iter().chain(marked.iter()).copied().collect();
+        let mut idx = unmarked
+            .iter()
+            .filter(|c| has_layers(&self.g().nodes[**c as usize].name))
+            .count() as i64
+            - 1;
+        for m in marked {
+            if has_layers(&self.g().nodes[m as usize].name) {
+                idx += 1;
+                self.pp_index.insert(m, idx);
+            }
+            self.pp_update_id(m);
+        }
+    }
+}
+
 /// Python's `int / int` (true division, correctly rounded for the sizes statistics have).
 fn int_div(a: i128, b: i128) -> f64 {
     a as f64 / b as f64
@@ -1341,6 +1861,26 @@ mod tests {
         assert_eq!(cast_to_dtype(70000.0, "torch.float16"), f64::INFINITY);
         assert_eq!(cast_to_dtype(65504.0, "Float16"), 65504.0);
         assert!(cast_to_dtype(f64::NAN, "torch.float16").is_nan());
+    }
+
+    #[test]
+    fn pp_patterns() {
+        assert!(has_layers("Module.decoder.layers.0.mlp.MLP.forward.0"));
+        assert!(has_layers("Module.h.layer.12.Block.forward.0"));
+        assert!(!has_layers("Module.decoder.layers.x.forward.0"));
+        assert!(!has_layers("Module.decoder.TransformerBlock.forward.0"));
+        assert_eq!(
+            layers_sub("Module.decoder.layers.0.mlp.layers.1.X.forward.0%3%1", "5"),
+            "Module.decoder.layers.5.mlp.layers.5.X.forward.0%3%1"
+        );
+        assert_eq!(mark_of("Torch.matmul.3.forward%2%1"), Some((2, 1)));
+        assert_eq!(mark_of("Torch.matmul.3.forward"), None);
+        assert_eq!(mark_of("a%%1"), None);
+        assert_eq!(
+            strip_mark("Torch.matmul.3.forward%2%1"),
+            "Torch.matmul.3.forward"
+        );
+        assert_eq!(strip_mark("a%b%1"), "a%b%1");
     }
 
     #[test]

@@ -285,6 +285,8 @@ variant!(ms_real_tensor_build_npu, "ms_real_tensor", "build_npu");
 variant!(ms_real_tensor_md5, "ms_real_tensor", "md5");
 variant!(parallel_tp_build, "parallel_tp", "build_tp2");
 variant!(parallel_tp_compare, "parallel_tp", "compare_tp2");
+variant!(parallel_pp_build, "parallel_pp", "build_pp2");
+variant!(parallel_pp_compare, "parallel_pp", "compare_pp2");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -332,6 +334,8 @@ fn all_variants_covered() {
         "ms_real_tensor/md5",
         "parallel_tp/build_tp2",
         "parallel_tp/compare_tp2",
+        "parallel_pp/build_pp2",
+        "parallel_pp/compare_pp2",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {

@@ -164,12 +164,26 @@ fn parameter_counts_follow_the_task() {
 
 #[test]
 fn unsupported_merges_say_so() {
-    // pp == rank_size: the PP strategy.
     fails(
-        &["-tp", "npu", "--rank_size", "2", "--tp", "1", "--pp", "2"],
+        &["-tp", "npu", "--rank_size", "2", "--tp", "1", "--pp", "2", "--vpp", "2"],
         1,
-        "parallel merge with the PP strategy (tp=1, pp=2, vpp=1, rank_size=2) is not supported yet",
+        "parallel merge with the VPP strategy (tp=1, pp=2, vpp=2, rank_size=2) is not supported yet",
     );
+    // tp * pp == rank_size: four rank folders (the two ranks twice).
+    let four = tmp("four-ranks");
+    for r in 0..4 {
+        let d = four.join(format!("rank{r}"));
+        std::fs::create_dir_all(&d).unwrap();
+        for f in ["dump.json", "construct.json", "stack.json"] {
+            std::fs::copy(case().join(format!("npu/rank{}", r % 2)).join(f), d.join(f)).unwrap();
+        }
+    }
+    fails(
+        &["-tp", four.to_str().unwrap(), "--rank_size", "4", "--tp", "2", "--pp", "2"],
+        1,
+        "parallel merge with the TP+PP strategy (tp=2, pp=2, vpp=1, rank_size=4) is not supported yet",
+    );
+    let _ = std::fs::remove_dir_all(&four);
     fails(
         &[
             "-tp",
