@@ -343,6 +343,7 @@ export function startApp(host) {
       // so that choosing the other side next loads both.
       if (S.layout) updateSelectors(S.layout);
       if (S.mode === 'dump') for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
+      renderCardWarnings();
       window.__probelens.errors.push({ where, message: e instanceof Error ? e.message : String(e) });
     } finally {
       if (seq === S.loadSeq) {
@@ -435,6 +436,7 @@ export function startApp(host) {
     $('summary').textContent = t('No data loaded.');
     $('legend').replaceChildren();
     $('diagnostics').replaceChildren();
+    renderCardWarnings();
     resetTools();
     hooks.shown();
   }
@@ -585,6 +587,32 @@ export function startApp(host) {
       li.className = d.severity;
       li.textContent = `${d.severity}: ${d.file ? `${d.file}: ` : ''}${d.message}`;
       ul.append(li);
+    }
+    renderCardWarnings();
+  }
+
+  /**
+   * The warnings and notes of the shown result also go next to what they concern: a side's card when
+   * they name a file of its folder (`<root>/...`), the mapping card when they are about the layer
+   * mapping. Not for a side whose newly chosen folder is not shown (its card has the load's error).
+   */
+  function renderCardWarnings() {
+    /** @type {Record<'npu' | 'bench' | 'mapping', string[]>} */
+    const notes = { npu: [], bench: [], mapping: [] };
+    const roots = { npu: S.applied.npu?.root ?? '', bench: S.applied.bench?.root ?? '' };
+    for (const d of S.mode === 'dump' ? S.result?.diagnostics ?? [] : []) {
+      const text = `${d.file ? `${d.file}: ` : ''}${d.message}`;
+      const of = (/** @type {Side} */ s) => !!roots[s] && text.startsWith(`${roots[s]}/`);
+      const where = roots.npu !== roots.bench && of('npu') ? 'npu'
+        : roots.npu !== roots.bench && of('bench') ? 'bench'
+          : /^the layer mapping\b/.test(text) ? 'mapping' : null;
+      if (where) notes[where].push(`${d.severity}: ${text}`);
+    }
+    for (const where of /** @type {const} */ (['npu', 'bench', 'mapping'])) {
+      const shown = where === 'mapping' || S.sources[where] === S.applied[where];
+      const el = $(`${where}-warn`);
+      el.textContent = shown ? notes[where].join('\n') : '';
+      el.hidden = !el.textContent;
     }
   }
 

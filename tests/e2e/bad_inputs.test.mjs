@@ -16,10 +16,11 @@
 //   message about both sides (`npu / bench: ...`, `npu/dump.json / bench/dump.json: ...`), the card
 //   of the side chosen last (`#bench-error`). Every other error element stays hidden. The result on
 //   screen before the failing choice is unchanged, still drawn, and a node's details still open.
-// - `warning: ...`/`info: ...` cases: the CLI prints `probelens: <expected>`; the result renders and
-//   the diagnostics list holds exactly one entry of that severity, whose text is exactly
-//   `<expected>`, and no error element is visible.
-// - `ok`: the result renders, no warning/error diagnostic, no error element visible.
+// - `warning: ...`/`info: ...` cases: the CLI prints `probelens: <expected>`; the result renders, the
+//   diagnostics list holds exactly one entry of that severity, whose text is exactly `<expected>`,
+//   the same text is the only note on the card it concerns (`#npu-warn`/`#bench-warn` when it names a
+//   side's file, `#mapping-warn` when it is about the layer mapping), and no error element is visible.
+// - `ok`: the result renders, no warning/error diagnostic or card note, no error element visible.
 // Result cases with msprobe.vis.db.gz also show msprobe's node names and match counts per side.
 // Every case: no console error, no page error, no request outside the site, at most CASE_TIMEOUT.
 //
@@ -127,6 +128,28 @@ async function msprobeGraphs(name) {
 }
 
 const ERROR_CARDS = ['npu', 'bench', 'mapping', 'load', 'vis'];
+const NOTE_CARDS = ['npu', 'bench', 'mapping'];
+
+/** The card a diagnostic line belongs to on the page (see the header). @param {string} line */
+function noteCardOf(line) {
+  const text = line.slice(line.indexOf(': ') + 2);
+  if (/^npu\//.test(text)) return 'npu';
+  if (/^bench\//.test(text)) return 'bench';
+  if (/^the layer mapping\b/.test(text)) return 'mapping';
+  throw new Error(`no card for ${line}`);
+}
+
+/** Visible notes on the cards. @param {import('playwright-core').Page} page */
+async function shownNotes(page) {
+  return page.evaluate((ids) => {
+    const out = {};
+    for (const id of ids) {
+      const el = document.getElementById(`${id}-warn`);
+      if (el && !el.hidden) out[id] = el.textContent;
+    }
+    return out;
+  }, NOTE_CARDS);
+}
 
 /** Visible error elements and their texts. @param {import('playwright-core').Page} page */
 async function shownErrors(page) {
@@ -212,10 +235,13 @@ async function runCase(browser, url, allowed, name, tmp, tag) {
       const complaints = diags.filter((d) => d.cls === 'warning' || d.cls === 'error');
       if (expected === 'ok') {
         assert.deepEqual(complaints, [], `${name}: no warning`);
+        assert.deepEqual(await shownNotes(page), {}, `${name}: no note on a card`);
       } else {
         const sev = expected.slice(0, expected.indexOf(':'));
         assert.deepEqual(diags.filter((d) => d.cls === sev).map((d) => d.text), [expected], `${name}: the diagnostic, exactly`);
         if (sev === 'info') assert.deepEqual(complaints, []);
+        const card = noteCardOf(expected);
+        assert.deepEqual(await shownNotes(page), { [card]: expected }, `${name}: the diagnostic on the ${card} card only`);
       }
       if (fs.existsSync(path.join(CORPUS, name, 'msprobe.vis.db.gz'))) {
         const ref = await msprobeGraphs(name);
