@@ -655,11 +655,11 @@ impl Session {
         Ok(changes(last, &before))
     }
 
-    /// The layer-mapping yaml that reproduces module pairs: `current_yaml` (may be empty) with
-    /// the rules added that make msprobe's layer-mapping algorithm match `pairs` (JSON
-    /// `[[npuName, benchName], ...]`, node names of the last run). Comments and content of
-    /// `current_yaml` are kept; new keys are appended, new rules of an existing key go into its
-    /// block.
+    /// The layer-mapping yaml that reproduces matched pairs (modules, APIs, parameter gradients):
+    /// `current_yaml` (may be empty) with the rules added that make msprobe's layer-mapping
+    /// algorithm match `pairs` (JSON `[[npuName, benchName], ...]`, node names of the last run).
+    /// Comments and content of `current_yaml` are kept; new keys are appended, new rules of an
+    /// existing key go into its block.
     #[wasm_bindgen(js_name = exportMapping)]
     pub fn export_mapping(
         &self,
@@ -671,8 +671,9 @@ impl Session {
 
     /// Like `exportMapping`, with the report, as JSON: `{"yaml": text, "added": [{"key", "src",
     /// "dst"}, ...], "reproduced": [[npuName, benchName], ...], "missed": [[npuName, benchName,
-    /// why], ...]}`. `reproduced` is checked by running the layer-mapping algorithm with the
-    /// merged yaml on the last run's dumps.
+    /// why], ...]}`. `reproduced` are the pairs a run with the merged yaml matches (the
+    /// layer-mapping algorithm on the last run's dumps, nodes that are not dump.json entries by
+    /// their own name, as msprobe), `missed` the others with the reason.
     #[wasm_bindgen(js_name = exportMappingReport)]
     pub fn export_mapping_report(
         &self,

@@ -186,7 +186,23 @@ describe('mapping panel: served site', () => {
     assert.equal(Number(await page.getAttribute('#mp-report', 'data-pairs')), manual);
     assert.ok(report.added.length >= 5, 'rules added');
     const hand = rulesOf(MAPPING_TEXT);
-    for (const r of report.added) assert.ok(hand.has(`${r.key}|${r.src}|${r.dst}`), `exported rule ${r.key}: ${r.src}: ${r.dst} is one of the hand-written mapping's`);
+    // Beyond the hand-written mapping: rules for accepted pairs it does not reproduce (parameter
+    // gradients, scoped <path>.<name>; the SiLU the Bench wraps in act_fn; the loss called one
+    // level up). The same rules are pinned in tests/export_yaml.rs.
+    const beyond = new Set([
+      'Float16Module|module.cross_entropy|cross_entropy', 'ColumnParallelLinear|output_layer|lm_head',
+      'RMSNorm|final_layernorm|norm', 'RMSNorm|pre_mlp_layernorm|post_attention_layernorm',
+      'VocabParallelEmbedding|word_embeddings|embed_tokens', 'MLP|silu|act_fn.silu',
+      'RowParallelLinear|linear_fc2|down_proj', 'RowParallelLinear|linear_proj|o_proj',
+    ]);
+    for (const r of report.added) {
+      const k = `${r.key}|${r.src}|${r.dst}`;
+      assert.ok(hand.has(k) || beyond.has(k), `exported rule ${r.key}: ${r.src}: ${r.dst} is one of the hand-written mapping's or a known one beyond it`);
+    }
+    // Every accepted pair is expressible here, and the report says so (it used to count the
+    // construct.json-only APIs, which a run matches by name, as missed).
+    assert.deepEqual(report.missed, []);
+    assert.equal(report.reproduced.length, manual);
     assert.equal(await page.locator('#mp-report .mp-added li').count(), report.added.length);
     assert.match(await page.textContent('#mp-report'), new RegExp(`${report.reproduced.length} of ${manual} pair`));
     // The editor re-ran with the merged yaml; the count diff is shown.
