@@ -6,8 +6,9 @@
 //! Implemented: the strategy selection and parameter validation, `NoParallelMerger` (the
 //! `Apis_Between_Modules_All_Ranks` collections), `TPMerger` (statistics merged over the TP
 //! group with the `parallel_merge_info` lines, the RowParallelLinear/ColumnParallelLinear special
-//! cases) and `PPMerger` (modules split over the stages moved into the main graph, re-ordered and
-//! renumbered). VPP, TP+PP and full merges are refused with an error.
+//! cases), `PPMerger` (modules split over the stages moved into the main graph, re-ordered and
+//! renumbered) and `TPPPMerger` (PP within each PP group, then TP across them). VPP and the full
+//! (TP+PP+DP) merge are refused with an error.
 //!
 //! The merged graph is the main rank's [`Graph`]: nodes taken over from other ranks are appended
 //! to its arena, their items (and stacks) copied into the main rank's store; merged statistics
@@ -260,6 +261,36 @@ pub struct RankGraph {
     pub dump: RankDump,
     pub graph: Graph,
     pub micro_steps: i64,
+    /// Nodes taken over from another rank -> that rank (msprobe's `node.rank`; others: `rank`).
+    pub origin: crate::HashMap<NodeId, i64>,
+    /// `node_map` insertion order of nodes (re)inserted by a merge (others: their id, i.e. the
+    /// builder's order); a renamed node moves to the end, as in a Python dict.
+    pub map_seq: crate::HashMap<NodeId, u64>,
+    next_seq: u64,
+}
+
+impl RankGraph {
+    /// The rank a node comes from.
+    fn node_rank(&self, id: NodeId) -> i64 {
+        self.origin.get(&id).copied().unwrap_or(self.rank)
+    }
+    /// Records a (re)insertion into the name index.
+    fn touch(&mut self, id: NodeId) {
+        self.next_seq += 1;
+        self.map_seq.insert(id, (1u64 << 32) + self.next_seq);
+    }
+    /// The nodes of the name index in `node_map` order.
+    fn map_order(&self) -> Vec<NodeId> {
+        let mut v: Vec<(u64, NodeId)> = self
+            .graph
+            .index
+            .values()
+            .filter(|id| (**id as usize) < self.graph.nodes.len())
+            .map(|id| (self.map_seq.get(id).copied().unwrap_or(*id as u64), *id))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, id)| id).collect()
+    }
 }
 
 impl RankGraph {
@@ -273,6 +304,9 @@ impl RankGraph {
             dump,
             graph,
             micro_steps,
+            origin: Default::default(),
+            map_seq: Default::default(),
+            next_seq: 0,
         })
     }
 }
@@ -303,10 +337,30 @@ pub fn merge(ranks: Vec<RankGraph>, p: &ParallelParams) -> Result<Vec<RankGraph>
             }
             Ok(out)
         }
+        Strategy::TpPp => {
+            // `TPPPMerger`: API collections of all ranks, PP within each PP group, then TP over
+            // the PP results with the TP groups' rank mapping.
+            let pp = pp_groups(&ranks, p)?;
+            let tp = tp_groups(&ranks, p)?;
+            let mapping: Vec<(i64, Vec<i64>)> = tp
+                .iter()
+                .skip(1)
+                .filter_map(|g| g.split_first().map(|(f, rest)| (*f, rest.to_vec())))
+                .collect();
+            let mut ranks = ranks;
+            merge_api_collections(&mut ranks);
+            let mut pp_results = Vec::new();
+            for members in split_groups(ranks, &pp, "--pp")? {
+                pp_results.push(merge_group(members, true)?);
+            }
+            let mut res = merge_group_mapped(pp_results, false, mapping)?;
+            sort_merged_api_collection(&mut res.graph);
+            Ok(vec![res])
+        }
         s => Err(Error::input(
             "--pp",
             format!(
-                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges either tensor or pipeline parallelism (tp or pp 1, vpp 1)",
+                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges TP, PP and TP+PP with tp * pp = rank_size (vpp 1)",
                 s.name(),
                 p.tp,
                 p.pp,
@@ -504,6 +558,7 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         let all_id = main.graph.nodes.len() as NodeId;
         main.graph.nodes.push(all);
         main.graph.index.insert(all_name, all_id);
+        main.touch(all_id);
         new_children.push(all_id);
         let seg = name.rsplit('.').next().unwrap_or("").to_string();
         let renamed = format!("{ABM}_Rank{}.{seg}", main.rank);
@@ -511,6 +566,7 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         main.graph.nodes[c as usize].name = renamed.clone();
         main.graph.nodes[c as usize].parent = Some(all_id);
         main.graph.index.insert(renamed, c);
+        main.touch(c);
         for o in others.iter() {
             let Some(oc) = o.graph.get(&name) else {
                 continue;
@@ -527,6 +583,27 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         }
     }
     main.graph.nodes[ROOT as usize].children = new_children;
+}
+
+/// `sort_merged_api_collection`: the per-rank collections in rank order.
+fn sort_merged_api_collection(g: &mut Graph) {
+    let rank_of = |name: &str| -> Option<i64> {
+        let p = name.find("_Rank")?;
+        let d: String = name[p + 5..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        d.parse().ok()
+    };
+    for c in g.nodes[ROOT as usize].children.clone() {
+        if g.nodes[c as usize].op == NodeOp::ApiCollection
+            && g.nodes[c as usize].name.starts_with(ABM_ALL)
+        {
+            let mut kids = g.nodes[c as usize].children.clone();
+            kids.sort_by_key(|k| rank_of(&g.nodes[*k as usize].name));
+            g.nodes[c as usize].children = kids;
+        }
+    }
 }
 
 /// Copies node `id` of rank `o` (and its subtree) into the main graph under `parent`.
@@ -583,8 +660,10 @@ fn adopt(
     let io = (conv(input), conv(output));
     let nid = main.graph.nodes.len() as NodeId;
     main.graph.nodes.push(n);
+    main.origin.insert(nid, o.node_rank(id));
     if depth <= 1 {
         main.graph.index.insert(new_name, nid);
+        main.touch(nid);
     }
     if !io.0.is_empty() || !io.1.is_empty() {
         main.graph.io_override.insert(nid, io);
@@ -751,13 +830,23 @@ struct Tp<'a> {
     /// PP: main nodes judged split (`is_pp_merged`).
     pp_merged: std::collections::HashSet<NodeId>,
     /// PP: `pp_index` of re-ordered nodes.
-    pp_index: std::collections::HashMap<NodeId, i64>,
+    pp_index: crate::HashMap<NodeId, i64>,
     /// PP: per other rank, its nodes moved into the main graph -> their copy.
-    moved: Vec<std::collections::HashMap<NodeId, NodeId>>,
+    moved: Vec<crate::HashMap<NodeId, NodeId>>,
+    /// TP after PP: `tp_merge_mapping` (first rank of a TP group -> the other ranks).
+    mapping: Vec<(i64, Vec<i64>)>,
 }
 
 /// `merge_tp_graphs` (`pp` false) or `merge_pp_graphs` (`pp` true) of one group (non-empty).
-fn merge_group(mut members: Vec<RankGraph>, pp: bool) -> Result<RankGraph> {
+fn merge_group(members: Vec<RankGraph>, pp: bool) -> Result<RankGraph> {
+    merge_group_mapped(members, pp, Vec::new())
+}
+
+fn merge_group_mapped(
+    mut members: Vec<RankGraph>,
+    pp: bool,
+    mapping: Vec<(i64, Vec<i64>)>,
+) -> Result<RankGraph> {
     let rest = members.split_off(1.min(members.len()));
     let Some(mut main) = members.pop() else {
         return Err(Error::input("--rank_size", "an empty parallel group"));
@@ -771,6 +860,7 @@ fn merge_group(mut members: Vec<RankGraph>, pp: bool) -> Result<RankGraph> {
         pp_merged: Default::default(),
         pp_index: Default::default(),
         moved: vec![Default::default(); rest.len()],
+        mapping,
     };
     if pp {
         m.run_pp();
@@ -821,13 +911,11 @@ impl Tp<'_> {
     }
 
     fn run(&mut self) {
-        let count = self.g().nodes.len();
-        for i in 0..count {
-            let id = i as NodeId;
+        for id in self.main.map_order() {
             if !self.in_node_map(id) {
                 continue;
             }
-            let n = &self.g().nodes[i];
+            let n = &self.g().nodes[id as usize];
             let Some(p) = n.parent else { continue };
             let pn = &self.g().nodes[p as usize];
             if pn.op != NodeOp::Module
@@ -842,32 +930,45 @@ impl Tp<'_> {
             let others = self.need_merge(id);
             let (pin, pout) = self.param_data(id, &others, true);
             if !pin.is_empty() || !pout.is_empty() {
-                let line = self.ranks_line(&others);
+                let line = self.ranks_line(id, &others);
                 self.info(id).push(line);
                 let mut lines = self.merge_params(pin);
                 lines.extend(self.merge_params(pout));
                 self.info(id).extend(lines);
             }
         }
-        for i in 0..self.g().nodes.len() {
-            let id = i as NodeId;
+        for id in self.main.map_order() {
             if self.in_node_map(id) {
                 self.column_row(id);
             }
         }
     }
 
-    fn ranks_line(&self, others: &[(usize, NodeId)]) -> String {
-        let mut ranks = vec![self.main.rank.to_string()];
-        ranks.extend(others.iter().map(|(r, _)| self.others[*r].rank.to_string()));
+    fn ranks_line(&self, id: NodeId, others: &[(usize, NodeId)]) -> String {
+        let mut ranks = vec![self.main.node_rank(id).to_string()];
+        ranks.extend(
+            others
+                .iter()
+                .map(|(r, oid)| self.others[*r].node_rank(*oid).to_string()),
+        );
         format!("{TP_MERGED_INFO}[{}].", ranks.join(", "))
     }
 
-    /// `_get_need_merge_node` (no TP mapping): the same name with the same ancestors in every other
-    /// rank, else none.
+    /// `_get_need_merge_node`: the same name (with a TP mapping, `_rank{r}.` replaced by the
+    /// mapped rank's) with the same ancestors in every other rank, else none.
     fn need_merge(&self, id: NodeId) -> Vec<(usize, NodeId)> {
         let g = self.g();
-        let name = &g.nodes[id as usize].name;
+        let own = &g.nodes[id as usize].name;
+        let mut names: Vec<String> = vec![own.clone(); self.others.len()];
+        if let (Some(r), false) = (rank_tag(own), self.mapping.is_empty()) {
+            let Some((_, targets)) = self.mapping.iter().find(|(k, _)| *k == r) else {
+                return Vec::new();
+            };
+            if targets.len() != self.others.len() {
+                return Vec::new();
+            }
+            names = targets.iter().map(|t| rank_tag_sub(own, *t)).collect();
+        }
         let anc: Vec<&str> = g
             .ancestors(id)
             .iter()
@@ -875,7 +976,7 @@ impl Tp<'_> {
             .collect();
         let mut out = Vec::new();
         for (r, o) in self.others.iter().enumerate() {
-            let Some(oid) = o.graph.get(name) else {
+            let Some(oid) = o.graph.get(&names[r]) else {
                 return Vec::new();
             };
             let oanc: Vec<&str> = o
@@ -905,12 +1006,12 @@ impl Tp<'_> {
         self.load(id);
         let name = self.g().nodes[id as usize].name.clone();
         let prefix = format!("{name}.");
-        let other_io: Vec<(usize, ItemMap, ItemMap)> = others
+        let other_io: Vec<(usize, ItemMap, ItemMap, String)> = others
             .iter()
             .map(|(r, oid)| {
                 let o = &self.others[*r];
                 let (i, out) = o.graph.io(&o.dump, *oid);
-                (*r, i, out)
+                (*r, i, out, o.graph.nodes[*oid as usize].name.clone())
             })
             .collect();
         let mut res = (Vec::new(), Vec::new());
@@ -924,10 +1025,15 @@ impl Tp<'_> {
                 }
                 let mut same = compare_data;
                 let mut params = vec![mp.clone()];
-                for (r, oi, oo) in &other_io {
+                for (r, oi, oo, oname) in &other_io {
                     let om = if out { oo } else { oi };
                     let store = &self.others[*r].dump.store;
-                    let op = match om.iter().find(|(kk, _)| kk == key) {
+                    let okey = if *oname != name {
+                        key.replace(&name, oname)
+                    } else {
+                        key.clone()
+                    };
+                    let op = match om.iter().find(|(kk, _)| *kk == okey) {
                         Some((_, it)) => param(store, it),
                         None => Param {
                             dtype: None,
@@ -1109,7 +1215,7 @@ impl Tp<'_> {
                 let others = self.need_merge(m);
                 let (pin, _) = self.param_data(m, &others, true);
                 if !pin.is_empty() {
-                    let line = self.ranks_line(&others);
+                    let line = self.ranks_line(m, &others);
                     self.info(m).push(line);
                     let lines = self.merge_params(pin);
                     self.info(m).extend(lines);
@@ -1181,7 +1287,7 @@ impl Tp<'_> {
             if pin.is_empty() && pout.is_empty() {
                 continue;
             }
-            let line = self.ranks_line(&others);
+            let line = self.ranks_line(cur, &others);
             self.info(cur).push(line);
             let cn = &self.g().nodes[cur as usize];
             let matmul = cn.name.contains("matmul");
@@ -1237,6 +1343,40 @@ fn layers_sub(s: &str, index: &str) -> String {
         at = end;
     }
     out.push_str(&s[at..]);
+    out
+}
+
+/// `RANK_PATTERN` (`_rank(\d+)\.`): the first tagged rank in an id.
+fn rank_tag(s: &str) -> Option<i64> {
+    let mut from = 0;
+    while let Some(p) = s[from..].find("_rank") {
+        let d0 = from + p + 5;
+        let digits = s[d0..].bytes().take_while(|b| b.is_ascii_digit()).count();
+        if digits > 0 && s.as_bytes().get(d0 + digits) == Some(&b'.') {
+            return s[d0..d0 + digits].parse().ok();
+        }
+        from = from + p + 5;
+    }
+    None
+}
+
+/// `RANK_PATTERN.sub(f"_rank{rank}.", s)`: every tag.
+fn rank_tag_sub(s: &str, rank: i64) -> String {
+    let mut out = String::new();
+    let mut from = 0;
+    while let Some(p) = s[from..].find("_rank") {
+        let d0 = from + p + 5;
+        let digits = s[d0..].bytes().take_while(|b| b.is_ascii_digit()).count();
+        if digits > 0 && s.as_bytes().get(d0 + digits) == Some(&b'.') {
+            out.push_str(&s[from..from + p]);
+            out.push_str(&format!("_rank{rank}."));
+            from = d0 + digits + 1;
+        } else {
+            out.push_str(&s[from..d0]);
+            from = d0;
+        }
+    }
+    out.push_str(&s[from..]);
     out
 }
 
@@ -1432,7 +1572,17 @@ impl Tp<'_> {
     /// `_mark_node_id_position_rank` + `_add_node_to_main_graph`: copies another rank's node and
     /// its subtree into the main graph with `%position%rank` after every id.
     fn move_marked(&mut self, r: usize, oid: NodeId, parent: Option<NodeId>) -> NodeId {
-        let rank = self.others[r].rank;
+        let rank = self.others[r].node_rank(oid);
+        self.move_marked_as(r, oid, parent, rank)
+    }
+
+    fn move_marked_as(
+        &mut self,
+        r: usize,
+        oid: NodeId,
+        parent: Option<NodeId>,
+        rank: i64,
+    ) -> NodeId {
         let orig = self.cur_name(r, oid).to_string();
         let position = match self.others[r].graph.nodes[oid as usize].parent {
             Some(p) => self.others[r].graph.nodes[p as usize]
@@ -1462,10 +1612,15 @@ impl Tp<'_> {
         let nid = self.main.graph.nodes.len() as NodeId;
         self.main.graph.nodes.push(n);
         self.main.graph.io_override.insert(nid, io);
-        self.main.graph.index.entry(name).or_insert(nid);
+        let origin = self.others[r].node_rank(oid);
+        self.main.origin.insert(nid, origin);
+        if let std::collections::hash_map::Entry::Vacant(e) = self.main.graph.index.entry(name) {
+            e.insert(nid);
+            self.main.touch(nid);
+        }
         self.moved[r].insert(oid, nid);
         for c in kids {
-            let cid = self.move_marked(r, c, Some(nid));
+            let cid = self.move_marked_as(r, c, Some(nid), rank);
             self.main.graph.nodes[nid as usize].children.push(cid);
         }
         nid
@@ -1550,6 +1705,7 @@ impl Tp<'_> {
                 rename_items(&mut self.main.graph, node, &old, &new);
                 self.main.graph.nodes[node as usize].name = new.clone();
                 self.main.graph.index.insert(new, node);
+                self.main.touch(node);
             }
             for c in self.g().nodes[node as usize].children.clone() {
                 stack.push((c, ppi.clone()));

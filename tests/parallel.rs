@@ -169,9 +169,10 @@ fn unsupported_merges_say_so() {
         1,
         "parallel merge with the VPP strategy (tp=1, pp=2, vpp=2, rank_size=2) is not supported yet",
     );
-    // tp * pp == rank_size: four rank folders (the two ranks twice).
-    let four = tmp("four-ranks");
-    for r in 0..4 {
+    // tp * pp < rank_size with tp, pp > 1 (msprobe's FullMerger): eight rank folders (the two
+    // ranks four times).
+    let four = tmp("eight-ranks");
+    for r in 0..8 {
         let d = four.join(format!("rank{r}"));
         std::fs::create_dir_all(&d).unwrap();
         for f in ["dump.json", "construct.json", "stack.json"] {
@@ -179,9 +180,9 @@ fn unsupported_merges_say_so() {
         }
     }
     fails(
-        &["-tp", four.to_str().unwrap(), "--rank_size", "4", "--tp", "2", "--pp", "2"],
+        &["-tp", four.to_str().unwrap(), "--rank_size", "8", "--tp", "2", "--pp", "2"],
         1,
-        "parallel merge with the TP+PP strategy (tp=2, pp=2, vpp=1, rank_size=4) is not supported yet",
+        "parallel merge with the TP+PP+DP strategy (tp=2, pp=2, vpp=1, rank_size=8) is not supported yet",
     );
     let _ = std::fs::remove_dir_all(&four);
     fails(
