@@ -26,6 +26,9 @@ pub struct CompareOptions {
     /// `[s, b, h]` vs HF `[b, s, h]`) pass the shape check and are judged on their statistics,
     /// which a permutation does not change.
     pub layout_aware: bool,
+    /// Parallel-merge compare (`--rank_size`): msprobe's `STATISTICS_CHECKERS_PARALLEL_MERGE` (no
+    /// shape check) and `_rank<N>` stripped from API names for the ignore rules.
+    pub parallel_merge: bool,
 }
 
 /// Compare columns written into one item.
@@ -42,6 +45,8 @@ pub struct Comparison {
     pub real_data: Vec<(NodeId, NodeId)>,
     /// The compare was made with [`CompareOptions::layout_aware`]; manual matches follow it.
     pub layout_aware: bool,
+    /// The compare was made with [`CompareOptions::parallel_merge`].
+    pub parallel_merge: bool,
 }
 
 /// msprobe's compare mode from the two dumps (`get_dump_mode`).
@@ -139,6 +144,7 @@ pub fn compare(
         diagnostics,
         real_data: Vec::new(),
         layout_aware: opts.layout_aware,
+        parallel_merge: opts.parallel_merge,
     };
     let mut cx = Ctx {
         gn,
@@ -288,11 +294,7 @@ fn module_path(name: &str) -> Option<String> {
 
 /// `_handle_api_collection_index`: a collection takes the worst verdict of its APIs.
 pub fn collection_index(gn: &mut Graph) {
-    let root_children = gn.nodes[ROOT as usize].children.clone();
-    for c in root_children {
-        if gn.nodes[c as usize].op != NodeOp::ApiCollection {
-            continue;
-        }
+    fn worst(gn: &mut Graph, c: NodeId) {
         let mut p = 0.0f64;
         for a in gn.nodes[c as usize].children.clone() {
             let v = gn.nodes[a as usize].precision.map(|x| x.0).unwrap_or(0.0);
@@ -301,6 +303,22 @@ pub fn collection_index(gn: &mut Graph) {
             }
         }
         gn.nodes[c as usize].precision = Some(Precision(p));
+    }
+    let root_children = gn.nodes[ROOT as usize].children.clone();
+    for c in root_children {
+        if gn.nodes[c as usize].op != NodeOp::ApiCollection {
+            continue;
+        }
+        // A parallel merge's `Apis_Between_Modules_All_Ranks.k`: its per-rank collections first.
+        if gn.nodes[c as usize]
+            .name
+            .starts_with("Apis_Between_Modules_All_Ranks")
+        {
+            for sub in gn.nodes[c as usize].children.clone() {
+                worst(gn, sub);
+            }
+        }
+        worst(gn, c);
     }
 }
 
@@ -392,6 +410,7 @@ impl Ctx<'_> {
             rows,
             self.mode,
             self.out.layout_aware,
+            self.out.parallel_merge,
         );
         let mut res: Vec<(String, ItemResult)> = Vec::new();
         for mut r in rows {
@@ -470,6 +489,16 @@ fn strip_counters(s: &str) -> String {
         i += ch.len_utf8();
     }
     out
+}
+
+/// `re.sub(r'_rank\d+$', '', api)`.
+fn strip_rank_suffix(api: &str) -> &str {
+    match api.rfind("_rank") {
+        Some(p) if p + 5 < api.len() && api[p + 5..].bytes().all(|b| b.is_ascii_digit()) => {
+            &api[..p]
+        }
+        _ => api,
+    }
 }
 
 /// `re.sub(r'_rank\d+', '', s)`.
@@ -1006,13 +1035,20 @@ fn run_checkers(
     mut rows: Vec<Row>,
     mode: Mode,
     layout_aware: bool,
+    parallel_merge: bool,
 ) -> (Level, Vec<Row>) {
     // ApiData: inputs (incl. parameters) and outputs, in row order.
     let out_idx: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_output()).collect();
     let in_idx: Vec<usize> = (0..rows.len()).filter(|i| !rows[*i].is_output()).collect();
     let ignore = match in_idx.first() {
         None => Ignore::No,
-        Some(&i) => match rows[i].n_name.split('.').nth(1) {
+        Some(&i) => match rows[i].n_name.split('.').nth(1).map(|api| {
+            if parallel_merge {
+                strip_rank_suffix(api)
+            } else {
+                api
+            }
+        }) {
             Some(api)
                 if [
                     "empty",
@@ -1137,8 +1173,8 @@ fn run_checkers(
                 raise(r, Level::Error, MSG_DTYPE);
             }
         }
-        // ShapeErrChecker
-        for &i in &checked {
+        // ShapeErrChecker (not in the parallel-merge set)
+        for &i in checked.iter().filter(|_| !parallel_merge) {
             let r = &mut rows[i];
             if !bench_named(r) {
                 continue;

@@ -101,6 +101,26 @@ impl Error {
         self.0.file = file.into();
         self
     }
+    /// A file the run needs is not there (the same text from the CLI and the page).
+    pub fn file_not_found(file: impl Into<String>) -> Self {
+        Self::input(
+            file,
+            "file not found (graph_visualize needs dump.json, construct.json and stack.json in every rank folder)",
+        )
+    }
+    /// A file of `len` bytes, more than [`crate::dump::MAX_FILE_BYTES`]: refused before reading
+    /// (the same text from the CLI and the page).
+    pub fn file_too_large(file: impl Into<String>, len: u64) -> Self {
+        Self::new(
+            ErrorKind::Limit,
+            file,
+            Place::None,
+            format!(
+                "the file is {len} bytes; probelens reads files of at most {} bytes (4 GiB)",
+                crate::dump::MAX_FILE_BYTES
+            ),
+        )
+    }
 }
 
 impl fmt::Display for Error {

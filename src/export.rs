@@ -226,7 +226,12 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
             micro_step_id: n.micro_step.unwrap_or(0),
             matched_node_link: link_json(x.other, n.partner),
             stack_id,
-            parallel_merge_info: String::new(),
+            parallel_merge_info: g
+                .merge_info
+                .get(&id)
+                .filter(|v| !v.is_empty())
+                .map(|v| json_str_list(v))
+                .unwrap_or_default(),
             matched_distributed: "{}".into(),
             modified: n.modified as i64,
             input_data,

@@ -113,6 +113,11 @@ pub struct Graph {
     pub index: HashMap<String, NodeId>,
     collection_counter: Option<i64>,
     pub micro_step_num: Option<Val>,
+    /// Parallel merge (`merge.rs`): items that are not the node's dump entry (merged statistics,
+    /// nodes taken over from other ranks, in this graph's store). [`Graph::io`] returns them.
+    pub io_override: HashMap<NodeId, (ItemMap, ItemMap)>,
+    /// Parallel merge: the node's `parallel_merge_info` lines.
+    pub merge_info: HashMap<NodeId, Vec<String>>,
 }
 
 pub const ROOT: NodeId = 0;
@@ -159,6 +164,8 @@ impl Graph {
             index: HashMap::default(),
             collection_counter: None,
             micro_step_num: None,
+            io_override: HashMap::default(),
+            merge_info: HashMap::default(),
         };
         g.add("DefaultModel".to_string(), NodeOp::Module, None);
         g
@@ -234,6 +241,9 @@ impl Graph {
 
     /// The node's input_data and output_data, derived from its dump entry.
     pub fn io(&self, dump: &RankDump, id: NodeId) -> (ItemMap, ItemMap) {
+        if let Some(io) = self.io_override.get(&id) {
+            return io.clone();
+        }
         let n = &self.nodes[id as usize];
         let entry = n
             .entry

@@ -17,6 +17,7 @@ pub mod items;
 pub mod json;
 pub mod mapping;
 pub mod mapping_export;
+pub mod merge;
 pub mod overflow;
 pub mod pyfmt;
 pub mod realdata;

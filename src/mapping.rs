@@ -778,6 +778,14 @@ impl ScopeTree {
             .map(|&i| self.items[i].full_scope.as_str())
     }
 
+    /// The state of a dump key (`forward`, `backward`, `parameters_grad`, ...): calls are matched
+    /// by position among the items of one state at a scope.
+    pub fn state(&self, data_name: &str) -> Option<&str> {
+        self.by_name
+            .get(data_name)
+            .map(|&i| self.items[i].state.as_str())
+    }
+
     /// The class name the trie holds for a layer path (segments after the head), if the path exists:
     /// the class of the layer module, or the segment itself for a path never dumped as a module.
     pub fn class_at(&self, path: &[&str]) -> Option<&str> {

@@ -1,22 +1,36 @@
-//! Exporting manual module pairs as layer-mapping rules.
+//! Exporting manual pairs as layer-mapping rules.
 //!
-//! Given the current layer-mapping yaml and (NPU name, Bench name) module pairs (matched by hand or
+//! Given the current layer-mapping yaml and (NPU name, Bench name) node pairs (matched by hand or
 //! accepted from [`crate::suggest`]), [`export_mapping`] finds a small set of rules that makes
 //! msprobe's layer-mapping algorithm (`convert_scope`, [`crate::mapping`]) produce those pairs,
 //! and appends them to the yaml text, keeping its comments and content.
 //!
-//! Pairs are taken shallow first, so that a parent's rule is in place before its children are
-//! looked at. For each pair the NPU scope is converted step by step with the rules so far; the rule
-//! goes to the last NPU layer whose converted scope is still a proper prefix of the Bench scope.
-//! Its source is the rest of the NPU path and its destination the rest of the Bench path, less the
-//! common tail (so `decoder.layers.0 -> layers.0` becomes `decoder.layers: layers`, which serves
-//! every layer). The key is the parent's class name, as msprobe reads it, unless that rule would
-//! contradict an existing rule, change where another layer of that class maps today, or break a
-//! pair already handled; then the key is the parent's exact path (a scoped key, see
-//! `mappings/README.md`).
+//! Rules rename scopes, and every dump.json entry has one: a module its path, an API call its
+//! parent module's path plus the API name, a parameter gradient its module's path plus the
+//! module's instance name (msprobe's `<path>.<name>`). So module, API and parameter-gradient
+//! pairs all give rules (`MLP: {silu: act_fn.silu}` for an activation the Bench wraps in a
+//! module, `RowParallelLinear: {linear_fc2: down_proj}` for a renamed layer's gradients).
+//!
+//! Pairs are taken shallow first (modules first at one depth), so that a parent's rule is in
+//! place before its children are looked at. For each pair the NPU scope is converted step by step
+//! with the rules so far; the rule goes to the last NPU layer whose converted scope is still a
+//! proper prefix of the Bench scope. Its source is the rest of the NPU path and its destination
+//! the rest of the Bench path, less the common tail (so `decoder.layers.0 -> layers.0` becomes
+//! `decoder.layers: layers`, which serves every layer). The key is the parent's class name, as
+//! msprobe reads it, unless that rule would contradict an existing rule, change where another
+//! layer of that class maps today, or break a pair already handled; then the key is the parent's
+//! exact path (a scoped key, see `mappings/README.md`).
+//!
+//! The report checks every pair with the matching a run with the merged yaml does (msprobe's
+//! `mapping_match`): the mapped Bench name for a dump.json entry, the node's own name for the
+//! others (construct.json-only nodes, such as the APIs of a `mix` dump with no data). What the
+//! format cannot express is reported with the reason: call positions that differ within a
+//! scope (the n-th call is matched with the n-th), a construct.json-only node whose Bench
+//! partner has another name, pairs of different kinds or directions.
 
 use crate::dump::RankDump;
 use crate::error::{Error, Result};
+use crate::graph::Graph;
 use crate::mapping::{api_mapping, is_scoped_key, LayerMapping, ScopeTree};
 
 /// One rule that the export added.
@@ -35,29 +49,56 @@ pub struct Exported {
     pub yaml: String,
     /// The rules added, in the order they were found.
     pub added: Vec<AddedRule>,
-    /// Pairs the merged mapping reproduces (checked with the real algorithm).
+    /// Pairs a run with the merged mapping matches (checked with the run's matching).
     pub reproduced: Vec<(String, String)>,
     /// Pairs it does not reproduce, with the reason.
     pub missed: Vec<(String, String, String)>,
 }
 
-/// A module pair as scopes.
+/// A pair as scopes.
 struct Want {
     /// NPU scope segments without the head.
     n_path: Vec<String>,
     /// Bench scope segments without the head.
     b_path: Vec<String>,
+    /// A module pair (taken before API and parameter-gradient pairs of the same depth).
+    module: bool,
 }
 
-/// `Module.a.b.Class.forward.0` -> `forward`/`backward`; None for anything else.
-fn module_direction(name: &str) -> Option<&str> {
-    let segs: Vec<&str> = name.split('.').collect();
-    if segs.len() < 5 || !(segs[0] == "Module" || segs[0] == "Cell") {
-        return None;
+/// What a dump entry is, by its name: layer mapping scopes the three differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `Module.<path>.<Class>.forward.N`: scope = its path.
+    Module,
+    /// `Module.<path>.<Class>.parameters_grad[.N]`: scope = its path plus its instance name.
+    ParamGrad,
+    /// Anything else (`Torch.cat.0.forward`): scope = its parent module's path plus its name.
+    Api,
+}
+
+impl Kind {
+    fn of(name: &str) -> Kind {
+        let segs: Vec<&str> = name.split('.').collect();
+        let n = segs.len();
+        let grad = segs.last() == Some(&"parameters_grad")
+            || (n >= 2
+                && segs[n - 2] == "parameters_grad"
+                && segs[n - 1].chars().all(|c| c.is_ascii_digit()));
+        if grad {
+            Kind::ParamGrad
+        } else if is_module(name) {
+            Kind::Module
+        } else {
+            Kind::Api
+        }
     }
-    match segs[segs.len() - 2] {
-        d @ ("forward" | "backward") => Some(d),
-        _ => None,
+
+    fn text(self) -> &'static str {
+        match self {
+            Kind::Module => "a module",
+            Kind::ParamGrad => "a parameter gradient",
+            Kind::Api => "an API call",
+        }
     }
 }
 
@@ -142,9 +183,10 @@ fn changes_others(
     false
 }
 
-/// Finds the rules that reproduce `pairs` (module names, NPU then Bench) and merges them into
+/// Finds the rules that reproduce `pairs` (node names, NPU then Bench) and merges them into
 /// `current_yaml` (which may be empty). `npu`/`bench` are the two dumps of the pair the names come
-/// from. Pairs that are not module pairs of the same direction are reported in `missed`.
+/// from. `reproduced` are the pairs a run with the merged yaml matches, `missed` the others with
+/// the reason.
 pub fn export_mapping(
     current_yaml: &str,
     npu: &RankDump,
@@ -175,32 +217,40 @@ pub fn export_mapping(
     let n_tree = ScopeTree::build(npu).map_err(|w| side_err(npu, w))?;
     let b_tree = ScopeTree::build(bench).map_err(|w| side_err(bench, w))?;
 
-    let mut missed: Vec<(String, String, String)> = Vec::new();
+    // Pairs no rule is looked for, with the reason (the final check may still find them matched).
+    let mut refused: Vec<Option<String>> = Vec::with_capacity(pairs.len());
     let mut wants: Vec<Want> = Vec::new();
     for (n, b) in pairs {
-        let why = match (module_direction(n), module_direction(b)) {
-            (Some(x), Some(y)) if x == y => None,
-            (Some(_), Some(_)) => Some("a forward module paired with a backward one"),
-            // Checked at the end: APIs follow their modules and call order, parameter gradients
-            // their module's rules.
-            (None, None) if is_module(n) == is_module(b) => continue,
-            _ => Some("a module paired with an API"),
-        };
-        if let Some(why) = why {
-            missed.push((n.clone(), b.clone(), why.to_string()));
+        let (kn, kb) = (Kind::of(n), Kind::of(b));
+        if kn != kb {
+            refused.push(Some(format!(
+                "{} paired with {}: layer mapping scopes them differently, so no rule is written for it",
+                kn.text(),
+                kb.text()
+            )));
             continue;
         }
+        refused.push(None);
+        // Entries that are not dump.json items on both sides have no scope; the final check
+        // says why they are missed, if they are.
         let (Some(ns), Some(bs)) = (n_tree.full_scope(n), b_tree.full_scope(b)) else {
-            missed.push((
-                n.clone(),
-                b.clone(),
-                "not a dump.json entry on both sides (layer mapping maps dump entries; is stack.json empty?)".into(),
-            ));
             continue;
         };
+        let (sn, sb) = (n_tree.state(n), b_tree.state(b));
+        if sn != sb {
+            if let Some(r) = refused.last_mut() {
+                *r = Some(format!(
+                    "a {} call paired with a {} one: calls are matched within one state",
+                    sn.unwrap_or("?"),
+                    sb.unwrap_or("?")
+                ));
+            }
+            continue;
+        }
         let w = Want {
             n_path: tail(ns),
             b_path: tail(bs),
+            module: kn == Kind::Module,
         };
         if !wants
             .iter()
@@ -209,8 +259,15 @@ pub fn export_mapping(
             wants.push(w);
         }
     }
+    // Shallow first, so that a parent's rule is in place before its children are looked at;
+    // modules before APIs and parameter gradients of the same depth (their rules serve more).
     wants.sort_by(|a, b| {
-        (a.n_path.len(), &a.n_path, &a.b_path).cmp(&(b.n_path.len(), &b.n_path, &b.b_path))
+        (a.n_path.len(), !a.module, &a.n_path, &a.b_path).cmp(&(
+            b.n_path.len(),
+            !b.module,
+            &b.n_path,
+            &b.b_path,
+        ))
     });
 
     let mut added: Vec<AddedRule> = Vec::new();
@@ -281,35 +338,61 @@ pub fn export_mapping(
     }
 
     let yaml = merge_yaml(current_yaml, &added)?;
-    // Check with the real algorithm (call positions included) on the merged text.
+    // Check with what a run with the merged text matches (`compare`'s layer-mapping match, as
+    // msprobe's `mapping_match`): an NPU node goes to the Bench node named by the mapping, or, if
+    // it is not a dump.json entry the mapping covers, to the Bench node of its own name.
     let check = LayerMapping::parse(FILE, &yaml)?;
-    let mapping = api_mapping(npu, bench, &check).map_err(|w| side_err(npu, w))?;
+    let (mapping, ineffective) = match api_mapping(npu, bench, &check) {
+        Ok(m) => (m, None),
+        // A run makes the mapping empty (every node matched by its own name) and warns.
+        Err(why) => (Default::default(), Some(why)),
+    };
+    let gn = Graph::build(npu)?;
+    let gb = Graph::build(bench)?;
+    let no_items = |d: &RankDump| d.stack_raw_empty || d.construct.is_empty();
     let mut reproduced_all = Vec::new();
-    for (n, b) in pairs {
-        if missed.iter().any(|(mn, mb, _)| mn == n && mb == b) {
-            continue;
-        }
+    let mut missed: Vec<(String, String, String)> = Vec::new();
+    for ((n, b), refused) in pairs.iter().zip(refused) {
         let got = mapping.get(n).map(String::as_str);
-        if got == Some(b.as_str()) {
+        let target = got.unwrap_or(n.as_str());
+        if gn.get(n).is_some() && target == b && gb.get(b).is_some() {
             reproduced_all.push((n.clone(), b.clone()));
             continue;
         }
-        let scopes_map = wants
-            .iter()
-            .find(|w| n_tree.full_scope(n).is_some_and(|s| tail(s) == w.n_path))
-            .is_some_and(|w| {
-                reproduced(&n_tree, &check, w)
-                    && b_tree.full_scope(b).is_some_and(|s| tail(s) == w.b_path)
-            });
-        let why = if module_direction(n).is_none() {
-            if is_module(n) {
-                "parameter gradients are mapped through their module's rules (scope <path>.<name>); the module rules found do not map this one".to_string()
+        let scopes_map = match (n_tree.full_scope(n), b_tree.full_scope(b)) {
+            (Some(ns), Some(bs)) => {
+                let w = Want {
+                    n_path: tail(ns),
+                    b_path: tail(bs),
+                    module: false,
+                };
+                reproduced(&n_tree, &check, &w)
+            }
+            _ => false,
+        };
+        let why = if let Some(why) = refused {
+            why
+        } else if gn.get(n).is_none() {
+            "not a node of the NPU graph".to_string()
+        } else if gb.get(b).is_none() {
+            "not a node of the Bench graph".to_string()
+        } else if let Some(why) = &ineffective {
+            format!("the merged mapping is not effective on these dumps, so a run matches nodes by their own name only: {why}")
+        } else if got.is_none() {
+            if no_items(npu) {
+                "layer mapping reads no entries of the NPU dump (its stack.json or construct.json is empty), so a run matches every node by its own name only, and the names differ".to_string()
             } else {
-                "APIs are mapped by their parent module's scope and call order; the module rules found do not give this pair".to_string()
+                "not a dump.json entry (a node of construct.json only): layer mapping maps dump.json entries and a run matches other nodes by their own name only, and the names differ".to_string()
+            }
+        } else if b_tree.full_scope(b).is_none() {
+            if no_items(bench) {
+                "layer mapping reads no entries of the Bench dump (its stack.json or construct.json is empty), so it cannot map to this node".to_string()
+            } else {
+                "the Bench node is not a dump.json entry (a node of construct.json only), which layer mapping never maps to".to_string()
             }
         } else if scopes_map {
             format!(
-                "the scopes map, but the call positions differ (the NPU call maps to {})",
+                "the scopes map, but the call positions differ (the n-th call at a scope is matched with the n-th at the Bench scope; the NPU call maps to {})",
                 got.unwrap_or("N/A")
             )
         } else {
@@ -463,7 +546,7 @@ fn merge_yaml(text: &str, added: &[AddedRule]) -> Result<String> {
             lines.push(String::new());
         }
         lines.push(format!(
-            "# added by probelens from matched module pairs ({} rule{})",
+            "# added by probelens from matched pairs ({} rule{})",
             added.len(),
             if added.len() == 1 { "" } else { "s" }
         ));
@@ -532,7 +615,7 @@ mod tests {
         let out = merge_yaml(text, &added).unwrap();
         assert_eq!(
             out,
-            "# header\nTopLayer:\n  0.module: module   # wrapper\n  x: '0'\n\n# next\nGPT:\n    a: b\n    c: d\n\n# added by probelens from matched module pairs (3 rules)\nMLP:\n  linear_fc1: up_proj\n"
+            "# header\nTopLayer:\n  0.module: module   # wrapper\n  x: '0'\n\n# next\nGPT:\n    a: b\n    c: d\n\n# added by probelens from matched pairs (3 rules)\nMLP:\n  linear_fc1: up_proj\n"
         );
         let m = LayerMapping::parse("m.yaml", &out).unwrap();
         assert!(m.invalid.is_none());

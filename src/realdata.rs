@@ -363,12 +363,43 @@ pub fn tensor_metrics(mut n: Tensor, mut b: Tensor) -> [Py; 6] {
     ]
 }
 
+/// Which of msprobe's tensor readers loads a side's files; each takes only its own suffix
+/// (`FileChecker(..., PT_SUFFIX | NUMPY_SUFFIX)`), anything else is a read failure.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Reader {
+    /// `pytorch.compare.utils.read_pt_data`: `.pt` files.
+    Pt,
+    /// `mindspore.compare.utils.read_npy_data`: `.npy` files.
+    Npy,
+}
+
+/// The readers msprobe's `run_real_data` uses for a pair: the framework comes from
+/// `get_compare_framework` (the `framework` keys; missing or empty counts as pytorch): pytorch
+/// with pytorch reads both sides as `.pt`; otherwise (a mindspore/mindtorch NPU side) the
+/// MindSpore reader takes the NPU side as `.npy` and the bench as `.pt` if the pair is
+/// cross-framework (`detect_framework_by_dump_json` differs), else as `.npy`. So two MindSpore
+/// dumps without `framework` keys are read as PyTorch dumps, and fail on their `.npy` files.
+fn readers(dn: &RankDump, db: &RankDump) -> (Reader, Reader) {
+    fn key(d: &RankDump) -> &str {
+        match d.framework_key.as_deref() {
+            None | Some("") => "pytorch",
+            Some(k) => k,
+        }
+    }
+    // Other pairs were refused by `run::compare_framework` before any compare.
+    if key(dn) == "pytorch" && key(db) == "pytorch" {
+        return (Reader::Pt, Reader::Pt);
+    }
+    let cross = dn.framework != db.framework;
+    (Reader::Npy, if cross { Reader::Pt } else { Reader::Npy })
+}
+
 /// Reads one tensor file of a side: `Err` text when msprobe could not read it either.
 fn load(
     side: Option<&TensorSide>,
     dir: Option<&str>,
     data_name: &str,
-    pytorch: bool,
+    reader: Reader,
 ) -> std::result::Result<Tensor, String> {
     let (Some(side), Some(dir)) = (side, dir) else {
         return Err(format!("{data_name}: the tensor files are not available"));
@@ -379,9 +410,13 @@ fn load(
         ));
     }
     let path = join(dir, data_name);
-    if pytorch && !data_name.ends_with(".pt") {
+    let (suffix, which) = match reader {
+        Reader::Pt => (".pt", "PyTorch"),
+        Reader::Npy => (".npy", "MindSpore"),
+    };
+    if !data_name.ends_with(suffix) {
         return Err(format!(
-            "{}: a PyTorch dump's tensor file must be a .pt file",
+            "{}: msprobe reads this side with its {which} reader, which takes only {suffix} files",
             side.files.display(&path)
         ));
     }
@@ -561,8 +596,7 @@ pub fn compare_tensors(
     let pending = std::mem::take(&mut cmp.real_data);
     let dir_n = tensor_dir(dn, npu);
     let dir_b = tensor_dir(db, bench);
-    let pt_n = dn.framework != Some("mindspore");
-    let pt_b = db.framework != Some("mindspore");
+    let (reader_n, reader_b) = readers(dn, db);
     let (mut failed, mut first): (usize, Option<String>) = (0, None);
     for (n, b) in pending {
         if gn.nodes[n as usize].partner != Some(b) {
@@ -597,8 +631,8 @@ pub fn compare_tensors(
                 metrics.push(all(UNSUPPORTED));
                 continue;
             }
-            let read = load(npu, dir_n.as_deref(), &dn_name, pt_n)
-                .and_then(|t| Ok((t, load(bench, dir_b.as_deref(), &db_name, pt_b)?)));
+            let read = load(npu, dir_n.as_deref(), &dn_name, reader_n)
+                .and_then(|t| Ok((t, load(bench, dir_b.as_deref(), &db_name, reader_b)?)));
             match read {
                 Ok((tn, tb)) => metrics.push(tensor_metrics(tn, tb)),
                 Err(why) => {

@@ -138,6 +138,19 @@ fn find_proc_dir(f: &dyn Files, dir: &str) -> Result<String> {
     }
 }
 
+/// The rank folders of `dir` as (rank, path), sorted by rank; without any, its one `proc<PID>`
+/// folder (`check_and_return_dir_contents(dir, 'rank', skip_wrong_dir=True)`, `find_proc_dir`).
+pub fn rank_folders(f: &dyn Files, dir: &str) -> Result<Vec<(i64, String)>> {
+    let mut r = prefixed(f, dir, "rank", true)?;
+    sort_numbered(&mut r);
+    if r.is_empty() {
+        r = vec![find_proc_dir(f, dir)?];
+    }
+    Ok(r.into_iter()
+        .map(|n| (step_or_rank_int(&n), join(dir, &n)))
+        .collect())
+}
+
 /// `get_step_or_rank_int`.
 fn step_or_rank_int(name: &str) -> i64 {
     if name == "rank" || name == "step" || name.starts_with("proc") {
@@ -355,7 +368,7 @@ pub struct PairResult {
 /// missing or empty key counts as pytorch), pytorch/pytorch or a mindspore/mindtorch NPU side with
 /// a pytorch/mindspore bench; anything else (e.g. a pytorch NPU side with a mindspore bench, even
 /// with `-lm`) is refused.
-fn compare_framework(npu: &RankDump, bench: &RankDump) -> Result<()> {
+pub(crate) fn compare_framework(npu: &RankDump, bench: &RankDump) -> Result<()> {
     let key = |d: &RankDump| match d.framework_key.as_deref() {
         None | Some("") => "pytorch".to_string(),
         Some(s) => s.to_string(),
@@ -428,6 +441,7 @@ pub fn run_pair_shared(
         fuzzy: opts.fuzzy,
         layer_mapping: opts.layer_mapping.clone(),
         layout_aware: opts.layout_aware,
+        parallel_merge: false,
     };
     let mut cmp = compare(&mut gn, &npu, &mut gb, &bench, mode, &copts);
     let micro_steps = gn.paging_by_micro_step(Some(&mut gb));

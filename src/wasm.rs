@@ -92,10 +92,19 @@ mod heap {
 }
 
 /// Files dropped for one side, keyed by their path relative to the dropped root.
-#[derive(Default)]
+///
+/// The JSON files are copied in (`addFile`/`beginFile`); tensor files (`dump_tensor_data/`) are
+/// only registered (`addLazyFile`) and read on demand through the session's reader callback, so
+/// a real-tensor compare reads just the tensors of the pairs it compares.
 struct MemFiles {
+    /// "npu" or "bench": passed to the reader with the path.
+    side: &'static str,
     files: BTreeMap<String, Vec<u8>>,
     expected: BTreeMap<String, usize>,
+    /// Paths whose bytes stay on the JS side, with their sizes.
+    lazy: BTreeMap<String, f64>,
+    /// `(side, path) => Uint8Array`, synchronous (the worker uses `FileReaderSync`).
+    reader: Option<js_sys::Function>,
     root_name: String,
     /// Rank folders parsed so far (by `check` or `run`), shared with results.
     parsed: BTreeMap<String, Arc<RankDump>>,
@@ -134,6 +143,53 @@ impl MemFiles {
     }
 }
 
+impl MemFiles {
+    fn new(side: &'static str) -> MemFiles {
+        MemFiles {
+            side,
+            files: BTreeMap::new(),
+            expected: BTreeMap::new(),
+            lazy: BTreeMap::new(),
+            reader: None,
+            root_name: String::new(),
+            parsed: BTreeMap::new(),
+            released: BTreeSet::new(),
+            parse_count: 0,
+        }
+    }
+
+    /// Reads a registered lazy file through the reader callback.
+    fn read_lazy(&self, path: &str) -> Result<Vec<u8>> {
+        let Some(reader) = &self.reader else {
+            return Err(Error::input(
+                self.display(path),
+                "cannot read: no file reader was given to the session",
+            ));
+        };
+        let v = reader
+            .call2(
+                &JsValue::NULL,
+                &JsValue::from_str(self.side),
+                &JsValue::from_str(path),
+            )
+            .map_err(|e| {
+                let why = e
+                    .dyn_ref::<js_sys::Error>()
+                    .map(|e| String::from(e.message()))
+                    .or_else(|| e.as_string())
+                    .unwrap_or_else(|| "the reader failed".to_string());
+                Error::input(self.display(path), format!("cannot read: {why}"))
+            })?;
+        let Some(bytes) = v.dyn_ref::<js_sys::Uint8Array>() else {
+            return Err(Error::input(
+                self.display(path),
+                "cannot read: the reader did not return a Uint8Array",
+            ));
+        };
+        Ok(bytes.to_vec())
+    }
+}
+
 impl Files for MemFiles {
     fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         let prefix = if dir.is_empty() {
@@ -141,8 +197,15 @@ impl Files for MemFiles {
         } else {
             format!("{dir}/")
         };
+        // Both maps in one sorted walk, so equal names stay adjacent.
+        let (mut a, mut b) = (self.files.keys().peekable(), self.lazy.keys().peekable());
+        let paths = std::iter::from_fn(|| match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if y < x => b.next(),
+            (Some(_), _) => a.next(),
+            (None, _) => b.next(),
+        });
         let mut out: Vec<(String, bool)> = Vec::new();
-        for path in self.files.keys() {
+        for path in paths {
             let Some(rest) = path.strip_prefix(&prefix) else {
                 continue;
             };
@@ -170,15 +233,16 @@ impl Files for MemFiles {
                 format!("the file is still being read ({got} of {total} bytes)"),
             ));
         }
-        self.files
-            .get(path)
-            .map(|b| Cow::Borrowed(b.as_slice()))
-            .ok_or_else(|| {
-                Error::input(
-                self.display(path),
-                "file not found (each rank folder needs dump.json, construct.json and stack.json)",
-            )
-            })
+        if let Some(b) = self.files.get(path) {
+            return Ok(Cow::Borrowed(b.as_slice()));
+        }
+        if let Some(&size) = self.lazy.get(path) {
+            if size > crate::dump::MAX_FILE_BYTES as f64 {
+                return Err(Error::file_too_large(self.display(path), size as u64));
+            }
+            return self.read_lazy(path).map(Cow::Owned);
+        }
+        Err(Error::file_not_found(self.display(path)))
     }
     fn display(&self, path: &str) -> String {
         match (self.root_name.is_empty(), path.is_empty()) {
@@ -273,8 +337,8 @@ impl Session {
     #[wasm_bindgen(constructor)]
     pub fn new() -> Session {
         Session {
-            npu: MemFiles::default(),
-            bench: MemFiles::default(),
+            npu: MemFiles::new("npu"),
+            bench: MemFiles::new("bench"),
             last: None,
         }
     }
@@ -310,8 +374,34 @@ impl Session {
         let path = path.trim_start_matches('/');
         s.changed(path);
         s.expected.remove(path);
+        s.lazy.remove(path);
         s.files.insert(path.to_string(), bytes.to_vec());
         Ok(())
+    }
+
+    /// Registers a file whose bytes stay on the JS side (a tensor under `dump_tensor_data/`):
+    /// the core reads it through the reader of `setFileReader` only when a compare needs it.
+    #[wasm_bindgen(js_name = addLazyFile)]
+    pub fn add_lazy_file(
+        &mut self,
+        side: &str,
+        path: &str,
+        size: f64,
+    ) -> std::result::Result<(), JsValue> {
+        let s = self.side(side)?;
+        let path = path.trim_start_matches('/').to_string();
+        s.files.remove(&path);
+        s.expected.remove(&path);
+        s.lazy.insert(path, size.max(0.0));
+        Ok(())
+    }
+
+    /// The synchronous reader of lazy files: `reader(side, path)` returns the file's bytes as a
+    /// `Uint8Array` (or throws; the compare then reports the file as unreadable).
+    #[wasm_bindgen(js_name = setFileReader)]
+    pub fn set_file_reader(&mut self, reader: js_sys::Function) {
+        self.npu.reader = Some(reader.clone());
+        self.bench.reader = Some(reader);
     }
 
     /// Starts a file that arrives in chunks.
@@ -323,9 +413,16 @@ impl Session {
         total: f64,
     ) -> std::result::Result<(), JsValue> {
         let s = self.side(side)?;
-        let total = total.max(0.0) as usize;
         let path = path.trim_start_matches('/').to_string();
         s.changed(&path);
+        // Refused from its size, before any byte is read (the CLI's check and message).
+        if total > crate::dump::MAX_FILE_BYTES as f64 {
+            return Err(side_err(
+                side,
+                &Error::file_too_large(s.display(&path), total as u64),
+            ));
+        }
+        let total = total.max(0.0) as usize;
         let mut v = Vec::new();
         v.try_reserve_exact(total).map_err(|_| {
             js_err(format!(
@@ -388,7 +485,9 @@ impl Session {
     #[wasm_bindgen(js_name = clearSide)]
     pub fn clear_side(&mut self, side: &str) -> std::result::Result<(), JsValue> {
         let s = self.side(side)?;
-        *s = MemFiles::default();
+        let (name, reader) = (s.side, s.reader.take());
+        *s = MemFiles::new(name);
+        s.reader = reader;
         Ok(())
     }
 
@@ -614,11 +713,11 @@ impl Session {
         Ok(changes(last, &before))
     }
 
-    /// The layer-mapping yaml that reproduces module pairs: `current_yaml` (may be empty) with
-    /// the rules added that make msprobe's layer-mapping algorithm match `pairs` (JSON
-    /// `[[npuName, benchName], ...]`, node names of the last run). Comments and content of
-    /// `current_yaml` are kept; new keys are appended, new rules of an existing key go into its
-    /// block.
+    /// The layer-mapping yaml that reproduces matched pairs (modules, APIs, parameter gradients):
+    /// `current_yaml` (may be empty) with the rules added that make msprobe's layer-mapping
+    /// algorithm match `pairs` (JSON `[[npuName, benchName], ...]`, node names of the last run).
+    /// Comments and content of `current_yaml` are kept; new keys are appended, new rules of an
+    /// existing key go into its block.
     #[wasm_bindgen(js_name = exportMapping)]
     pub fn export_mapping(
         &self,
@@ -630,8 +729,9 @@ impl Session {
 
     /// Like `exportMapping`, with the report, as JSON: `{"yaml": text, "added": [{"key", "src",
     /// "dst"}, ...], "reproduced": [[npuName, benchName], ...], "missed": [[npuName, benchName,
-    /// why], ...]}`. `reproduced` is checked by running the layer-mapping algorithm with the
-    /// merged yaml on the last run's dumps.
+    /// why], ...]}`. `reproduced` are the pairs a run with the merged yaml matches (the
+    /// layer-mapping algorithm on the last run's dumps, nodes that are not dump.json entries by
+    /// their own name, as msprobe), `missed` the others with the reason.
     #[wasm_bindgen(js_name = exportMappingReport)]
     pub fn export_mapping_report(
         &self,

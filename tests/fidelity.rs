@@ -277,6 +277,18 @@ variant!(single_build_bench_l0, "qwen_single_graph", "build_bench_L0");
 variant!(real_tensor_nomap, "real_tensor", "nomap");
 variant!(real_tensor_map, "real_tensor", "map");
 variant!(real_tensor_fuzzy, "real_tensor", "fuzzy");
+variant!(ms_real_tensor_nomap, "ms_real_tensor", "nomap");
+variant!(ms_real_tensor_map, "ms_real_tensor", "map");
+variant!(ms_real_tensor_fuzzy, "ms_real_tensor", "fuzzy");
+variant!(ms_real_tensor_overflow, "ms_real_tensor", "overflow");
+variant!(ms_real_tensor_build_npu, "ms_real_tensor", "build_npu");
+variant!(ms_real_tensor_md5, "ms_real_tensor", "md5");
+variant!(parallel_tp_build, "parallel_tp", "build_tp2");
+variant!(parallel_tp_compare, "parallel_tp", "compare_tp2");
+variant!(parallel_pp_build, "parallel_pp", "build_pp2");
+variant!(parallel_pp_compare, "parallel_pp", "compare_pp2");
+variant!(parallel_tppp_build, "parallel_tppp", "build_tp2pp2");
+variant!(parallel_tppp_compare, "parallel_tppp", "compare_tp2pp2");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -316,6 +328,18 @@ fn all_variants_covered() {
         "real_tensor/nomap",
         "real_tensor/map",
         "real_tensor/fuzzy",
+        "ms_real_tensor/nomap",
+        "ms_real_tensor/map",
+        "ms_real_tensor/fuzzy",
+        "ms_real_tensor/overflow",
+        "ms_real_tensor/build_npu",
+        "ms_real_tensor/md5",
+        "parallel_tp/build_tp2",
+        "parallel_tp/compare_tp2",
+        "parallel_pp/build_pp2",
+        "parallel_pp/compare_pp2",
+        "parallel_tppp/build_tp2pp2",
+        "parallel_tppp/compare_tp2pp2",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {

@@ -2,7 +2,7 @@
 // The page: inputs, load orchestration, the two panes, selection/expansion sync, legend and details.
 import { CoreClient, CoreError } from './client.js';
 import { SIDES, STAGES, unpackRunResult } from './protocol.js';
-import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml } from './loader.js';
+import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml, isTensorFile } from './loader.js';
 import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS } from './colors.js';
 import { TreeModel } from './tree.js';
 import { GraphView } from './graphview.js';
@@ -13,6 +13,7 @@ import { NodeList } from './listview.js';
 import { searchNames, filterNodes, firstDivergence } from './analysis.js';
 import { toCsv } from './csv.js';
 import { t, detectLang, setLang, getLang, translateDom } from './i18n.js';
+import { MappingPanel } from './mappingpanel.js';
 
 /** @typedef {import('./protocol.js').Side} Side */
 /** @typedef {import('./protocol.js').RunResult} RunResult */
@@ -128,6 +129,14 @@ export function startApp(host) {
     /** @type {HashState | null} view state waiting for its files */
     pendingHash: null,
     restoring: false,
+  };
+
+  /** Listeners of the mapping panel (mappingpanel.js): a result was shown, matches changed. */
+  const hooks = {
+    /** @type {() => void} */
+    shown: () => {},
+    /** @type {() => void} */
+    changed: () => {},
   };
 
   // ---------------------------------------------------------------- elements
@@ -246,7 +255,7 @@ export function startApp(host) {
     return 'load';
   }
 
-  /** Sides above this total size are not pre-checked (check parses every rank folder; run parses again). */
+  /** Sides whose JSON files total more are not pre-checked (check parses every rank folder; run parses again). */
   const CHECK_LIMIT = 256 * 1024 * 1024;
 
   /** @param {Side} side @param {string} [note] */
@@ -270,7 +279,8 @@ export function startApp(host) {
     }
     S.running = true;
     setState('loading');
-    for (const s of changed) setError(s);
+    // Every load reads both sides afresh, so an earlier message of either side is obsolete.
+    for (const s of SIDES) setError(s);
     setError('load');
     setError('mapping');
     setError('vis');
@@ -294,7 +304,7 @@ export function startApp(host) {
             client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq, chunkSize,
           );
           // Parse a newly chosen side now, so a broken file shows before the other side is read.
-          if (changed.includes(side) && src.files.reduce((s, f) => s + f.size, 0) <= CHECK_LIMIT && seq === S.loadSeq) {
+          if (changed.includes(side) && src.files.reduce((s, f) => s + (isTensorFile(f.path) ? 0 : f.size), 0) <= CHECK_LIMIT && seq === S.loadSeq) {
             progress(side === 'npu' ? 'Checking NPU files' : 'Checking Bench files');
             await client.request({ type: 'check', side: slot });
           }
@@ -333,6 +343,7 @@ export function startApp(host) {
       // so that choosing the other side next loads both.
       if (S.layout) updateSelectors(S.layout);
       if (S.mode === 'dump') for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
+      renderCardWarnings();
       window.__probelens.errors.push({ where, message: e instanceof Error ? e.message : String(e) });
     } finally {
       if (seq === S.loadSeq) {
@@ -425,7 +436,9 @@ export function startApp(host) {
     $('summary').textContent = t('No data loaded.');
     $('legend').replaceChildren();
     $('diagnostics').replaceChildren();
+    renderCardWarnings();
     resetTools();
+    hooks.shown();
   }
 
   // ---------------------------------------------------------------- showing a result
@@ -460,6 +473,7 @@ export function startApp(host) {
     resetTools();
     setupMicroSteps(result);
     window.__probelens.timings.displayMs = performance.now() - t0;
+    hooks.shown();
     applyPendingHash();
   }
 
@@ -573,6 +587,32 @@ export function startApp(host) {
       li.className = d.severity;
       li.textContent = `${d.severity}: ${d.file ? `${d.file}: ` : ''}${d.message}`;
       ul.append(li);
+    }
+    renderCardWarnings();
+  }
+
+  /**
+   * The warnings and notes of the shown result also go next to what they concern: a side's card when
+   * they name a file of its folder (`<root>/...`), the mapping card when they are about the layer
+   * mapping. Not for a side whose newly chosen folder is not shown (its card has the load's error).
+   */
+  function renderCardWarnings() {
+    /** @type {Record<'npu' | 'bench' | 'mapping', string[]>} */
+    const notes = { npu: [], bench: [], mapping: [] };
+    const roots = { npu: S.applied.npu?.root ?? '', bench: S.applied.bench?.root ?? '' };
+    for (const d of S.mode === 'dump' ? S.result?.diagnostics ?? [] : []) {
+      const text = `${d.file ? `${d.file}: ` : ''}${d.message}`;
+      const of = (/** @type {Side} */ s) => !!roots[s] && text.startsWith(`${roots[s]}/`);
+      const where = roots.npu !== roots.bench && of('npu') ? 'npu'
+        : roots.npu !== roots.bench && of('bench') ? 'bench'
+          : /^the layer mapping\b/.test(text) ? 'mapping' : null;
+      if (where) notes[where].push(`${d.severity}: ${text}`);
+    }
+    for (const where of /** @type {const} */ (['npu', 'bench', 'mapping'])) {
+      const shown = where === 'mapping' || S.sources[where] === S.applied[where];
+      const el = $(`${where}-warn`);
+      el.textContent = shown ? notes[where].join('\n') : '';
+      el.hidden = !el.textContent;
     }
   }
 
@@ -1319,6 +1359,7 @@ export function startApp(host) {
       const { side, index } = S.selection;
       select(side, index, 'canvas');
     }
+    hooks.changed();
   }
 
   /**
@@ -1549,6 +1590,100 @@ export function startApp(host) {
     }
   });
 
+  // ---------------------------------------------------------------- mapping editor, suggestions, export
+  /** Matched and unmatched node counts of the shown result, per side. */
+  function matchCounts() {
+    const r = S.result;
+    const mN = S.models.npu?.matchedCount ?? 0;
+    const mB = S.models.bench?.matchedCount ?? 0;
+    return {
+      matchedNpu: mN,
+      matchedBench: mB,
+      unmatchedNpu: (r?.npu.names.length ?? 0) - mN,
+      unmatchedBench: (r?.bench?.names.length ?? 0) - mB,
+    };
+  }
+
+  /**
+   * Re-runs the shown step/rank/options with `text` as the layer mapping (the editor's choice in the
+   * mapping card, -lm on), then re-applies the hand-made pairs by node name where both nodes exist.
+   * @param {string} text @param {string} name file name for the core's messages
+   * @returns {Promise<import('./mappingpanel.js').MappingRun | null>} null when the run failed or was superseded
+   */
+  async function runMapping(text, name) {
+    const r0 = S.result;
+    if (!r0 || S.mode !== 'dump') return null;
+    const before = matchCounts();
+    /** @type {[string, string][]} */
+    const pairs = r0.bench ? [...S.manual].map(([i, j]) => [r0.npu.names[i], /** @type {import('./protocol.js').Graph} */ (r0.bench).names[j]]) : [];
+    addMapping({ key: 'editor', name: `editor: ${name}`, text });
+    /** @type {HTMLInputElement} */ ($('opt-lm')).checked = true;
+    const t0 = performance.now();
+    await rerun();
+    const runMs = performance.now() - t0;
+    const r = S.result;
+    if (!r || r === r0 || currentMapping()?.key !== 'editor') return null;
+    const idx = nameIndex();
+    /** @type {import('./protocol.js').MatchOp[]} */
+    const ops = [];
+    let already = 0;
+    let missing = 0;
+    for (const [n, b] of pairs) {
+      const i = idx?.npu.get(n);
+      const j = idx?.bench.get(b);
+      if (i === undefined || j === undefined) missing++;
+      else if (r.npu.matched[i] === j) already++;
+      else ops.push({ op: 'match', npu: i, bench: j, recursive: false });
+    }
+    if (ops.length) await userOps(ops, 're-apply manual matches');
+    if (S.result !== r) return null;
+    return { before, after: matchCounts(), runMs, reapplied: ops.length, already, missing };
+  }
+
+  /** Reveals a node in its pane without selecting it. @param {Side} side @param {number} i */
+  function revealNode(side, i) {
+    const m = S.models[side];
+    if (!m || i < 0 || i >= m.n) return;
+    if (!m.inStep(i)) setMicroStep(-1);
+    if (m.reveal(i)) refresh(side);
+    const pane = graphToPane(side);
+    outlines[pane].scrollTo(i);
+    views[pane].showNode(i);
+    views[pane].invalidate();
+  }
+
+  const mappingPanel = new MappingPanel({
+    client,
+    hooks,
+    result: () => (S.mode === 'dump' && S.sessionGen === client.generation ? S.result : null),
+    busy: () => S.running || S.matching,
+    canMatch,
+    fuzzy: () => /** @type {HTMLInputElement} */ ($('opt-fm')).checked,
+    manualPairs: () => {
+      const r = S.result;
+      if (!r || !r.bench) return [];
+      const b = r.bench;
+      return [...S.manual].sort((x, y) => x[0] - y[0]).map(([i, j]) => /** @type {[string, string]} */ ([r.npu.names[i], b.names[j]]));
+    },
+    mappingChoice: () => {
+      const c = currentMapping();
+      return c ? { key: c.key, name: c.name.replace(/^[a-z]+: /, ''), text: c.text } : null;
+    },
+    runMapping,
+    userOps,
+    counts: matchCounts,
+    showPair: (npu, bench) => {
+      select('npu', npu, 'api');
+      S.pick.bench = bench;
+      renderPicks();
+      revealNode('bench', bench);
+    },
+    download,
+    listTemplates: () => host.listTemplates(),
+    getTemplate: (name) => host.getTemplate(name),
+  });
+  $('mapping-toggle').addEventListener('click', () => mappingPanel.toggle());
+
   // ---------------------------------------------------------------- language, help, sidebar
   const langBtn = $('lang-btn');
   function relabel() {
@@ -1573,6 +1708,7 @@ export function startApp(host) {
     pairsList.updateCount();
     renderFilterKinds();
     details.rerender();
+    mappingPanel.relabel();
   }
   langBtn.addEventListener('click', () => {
     setLang(getLang() === 'zh' ? 'en' : 'zh', true);
@@ -1807,6 +1943,7 @@ export function startApp(host) {
     toggle: (/** @type {Side} */ side, /** @type {number} */ i, /** @type {boolean | undefined} */ open) => toggle(side, i, open),
     setMicroStep,
     loadDemo,
+    mappingPanel,
   };
 
   S.pendingHash = readHash();

@@ -12,6 +12,7 @@ interface ProbelensHook {
   select(side: import('./protocol.js').Side, index: number): void;
   toggle(side: import('./protocol.js').Side, index: number, open?: boolean): void;
   loadDemo(): Promise<void>;
+  mappingPanel: import('./mappingpanel.js').MappingPanel;
 }
 
 interface Window {

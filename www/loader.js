@@ -17,6 +17,14 @@ export function isDumpFile(path) {
   const base = path.slice(path.lastIndexOf('/') + 1);
   if (base.startsWith('.')) return false;
   if (/\.json$/i.test(base)) return true;
+  return isTensorFile(path);
+}
+
+/**
+ * A tensor file of a real-tensor dump: sent to the worker as a handle and read only when compared.
+ * @param {string} path
+ */
+export function isTensorFile(path) {
   return /(^|\/)dump_tensor_data\/[^/]+\.(pt|npy)$/i.test(path);
 }
 
@@ -122,7 +130,8 @@ async function* walk(entry) {
 
 /**
  * Streams the files of one side into the worker's staging session, in CHUNK_SIZE slices
- * whose ArrayBuffers are transferred (never decoded to strings).
+ * whose ArrayBuffers are transferred (never decoded to strings). Tensor files are not read here:
+ * their handles go to the worker in one message, and the core reads a tensor only when it compares it.
  * @param {import('./client.js').CoreClient} client
  * @param {import('./protocol.js').Side} side
  * @param {SourceFile[]} files
@@ -131,10 +140,15 @@ async function* walk(entry) {
  * @param {number} [chunkSize]
  */
 export async function sendFiles(client, side, files, onProgress, isCancelled, chunkSize = CHUNK_SIZE) {
-  const total = files.reduce((s, f) => s + f.size, 0);
+  const tensors = files.filter((f) => isTensorFile(f.path));
+  if (tensors.length) {
+    await client.request({ type: 'fileHandles', side, files: tensors.map((f) => ({ path: f.path, file: f.file, size: f.size })) });
+  }
+  const read = files.filter((f) => !isTensorFile(f.path));
+  const total = read.reduce((s, f) => s + f.size, 0);
   let done = 0;
   onProgress(0, total);
-  for (const f of files) {
+  for (const f of read) {
     await client.request({ type: 'fileBegin', side, path: f.path, size: f.size });
     for (let off = 0; off < f.size; off += chunkSize) {
       if (isCancelled()) return;

@@ -73,6 +73,7 @@
  * @property {Diagnostic[]} diagnostics
  * @property {Graph} npu
  * @property {Graph | null} bench
+ * @property {string[]} [tensorReads] tensor files the core read during this run (`side/path`; dump runs only)
  */
 
 /**
@@ -106,6 +107,9 @@
  * @typedef {{id: number, type: 'fileBegin', side: Side, path: string, size: number}} FileBeginRequest
  * @typedef {{id: number, type: 'fileChunk', side: Side, path: string, chunk: ArrayBuffer}} FileChunkRequest
  *   The file ends implicitly when `size` bytes arrived; the result then says `done: true`.
+ * @typedef {{id: number, type: 'fileHandles', side: Side, files: {path: string, file: Blob, size: number}[]}} FileHandlesRequest
+ *   Tensor files (`dump_tensor_data/*.pt|npy`) by handle, not by bytes: the worker keeps the Blobs and
+ *   the core reads one (through `FileReaderSync`) only when a compare needs it.
  * @typedef {{id: number, type: 'check', side: Side}} CheckRequest
  *   Parse every rank folder of one side of the staging session now, so a broken file is reported early.
  * @typedef {{id: number, type: 'layout'}} LayoutRequest
@@ -114,8 +118,9 @@
  * @typedef {{id: number, type: 'discardStaging'}} DiscardStagingRequest
  * @typedef {{id: number, type: 'nodePair', side: Side, index: number}} NodePairRequest
  *   Details of a node of the current result and of its counterpart.
- * @typedef {{op: 'match', npu: number, bench: number, recursive: boolean} | {op: 'unmatch', side: Side, index: number}} MatchOp
- *   One manual-match operation on the current result (core `matchNodes` / `unmatch`).
+ * @typedef {{op: 'match', npu: number, bench: number, recursive: boolean} | {op: 'unmatch', side: Side, index: number} | {op: 'accept', minScore: number}} MatchOp
+ *   One manual-match operation on the current result (core `matchNodes` / `unmatch`; `accept`: core
+ *   `acceptSuggestions`, every suggestion of at least `minScore`, to a fixed point).
  * @typedef {{id: number, type: 'match', ops: MatchOp[]}} MatchRequest
  *   Applies the operations in order; the answer is their merged {@link Changes}.
  * @typedef {{id: number, type: 'openVis', name: string, bytes: ArrayBuffer, sqlWasm?: ArrayBuffer}} OpenVisRequest
@@ -125,8 +130,35 @@
  *   The graphs of one step/rank of the opened file, as a {@link RunResult}.
  * @typedef {{id: number, type: 'exportCsv'}} ExportCsvRequest
  *   msprobe's compare table (one row per compared NPU tensor) of the current result, as CSV text.
- * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | CheckRequest | LayoutRequest | RunRequest
- *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest} Request
+ * @typedef {{id: number, type: 'checkMapping', name: string, text: string}} CheckMappingRequest
+ *   Validates a layer-mapping yaml (core `Session.checkMapping`, no session needed); answers {@link MappingCheck}.
+ * @typedef {{id: number, type: 'suggest', minScore: number}} SuggestRequest
+ *   Match suggestions for the grey NPU nodes of the current result; answers {@link Suggestions}.
+ * @typedef {{id: number, type: 'exportMapping', yaml: string, pairs: [string, string][]}} ExportMappingRequest
+ *   The layer mapping that reproduces `pairs` (NPU name, Bench name), merged into `yaml`
+ *   (core `exportMappingReport`); answers {@link MappingExport}.
+ * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | FileHandlesRequest | CheckRequest | LayoutRequest | RunRequest
+ *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest
+ *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest} Request
+ */
+
+/**
+ * Answer of `checkMapping`: `ok` with the counts of a yaml the core can read (`invalid`: valid YAML
+ * that msprobe cannot use, so the mapping is empty), or the syntax error with its 1-based place.
+ * @typedef {{ok: true, keys: number, rules: number, scoped: boolean, invalid: string | null}
+ *   | {ok: false, message: string, detail: string, line: number | null, column: number | null}} MappingCheck
+ */
+
+/**
+ * One match suggestion (pre-order indices of the current result).
+ * @typedef {{npu: number, bench: number, score: number, reason: string}} Suggestion
+ * @typedef {{list: Suggestion[], defaultMinScore: number}} Suggestions
+ *   Grouped by NPU node in pre-order, best candidate first, at most three per node.
+ */
+
+/**
+ * Answer of `exportMapping`.
+ * @typedef {{yaml: string, added: {key: string, src: string, dst: string}[], reproduced: [string, string][], missed: [string, string, string][]}} MappingExport
  */
 
 /**
@@ -150,7 +182,9 @@
  *   `value` per request: init → `{version: string}`; fileChunk → `{done: boolean}`;
  *   layout → `{npu: Layout | null, bench: Layout | null}`; run → {@link RunResult};
  *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; match → {@link Changes};
- *   openVis → {@link VisMeta}; runVis → {@link RunResult}; exportCsv → `{csv: string, rows: number}`; others → undefined.
+ *   openVis → {@link VisMeta}; runVis → {@link RunResult}; exportCsv → `{csv: string, rows: number}`;
+ *   checkMapping → {@link MappingCheck}; suggest → {@link Suggestions}; exportMapping → {@link MappingExport};
+ *   others → undefined.
  * @typedef {ProgressResponse | ErrorResponse | ResultResponse} Response
  */
 
@@ -192,6 +226,7 @@ export const STAGES = Object.freeze({
   openVis: 'Opening the file',
   exportCsv: 'Exporting the compare table',
   match: 'Matching',
+  suggest: 'Finding match suggestions',
 });
 
 /** The sides, in display order (NPU left, Bench right). */

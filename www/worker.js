@@ -34,6 +34,29 @@ let aborted = '';
 let streamThreshold = STREAM_THRESHOLD;
 
 /**
+ * The tensor files of each session (handles, read only when the core compares them through the reader
+ * given with `setFileReader`) and the `side/path`s read so far.
+ * @type {WeakMap<Session, {handles: Map<string, Blob>, reads: string[]}>}
+ */
+const lazy = new WeakMap();
+
+/**
+ * Gives a new session its reader of tensor files: synchronous, as the core's `Files::read` is.
+ * @param {Session} s
+ */
+function attachReader(s) {
+  /** @type {{handles: Map<string, Blob>, reads: string[]}} */
+  const state = { handles: new Map(), reads: [] };
+  lazy.set(s, state);
+  s.setFileReader((/** @type {string} */ side, /** @type {string} */ path) => {
+    const f = state.handles.get(side + '\u0000' + path);
+    if (!f) throw new Error('not among the chosen files');
+    state.reads.push(`${side}/${path}`);
+    return new Uint8Array(new FileReaderSync().readAsArrayBuffer(f));
+  });
+}
+
+/**
  * Files being received, keyed by side + path.
  * @type {Map<string, {size: number, got: number, buf: Uint8Array | null}>}
  */
@@ -100,6 +123,7 @@ async function handle(req) {
       if (staging) staging.free();
       incoming.clear();
       staging = new Session();
+      attachReader(staging);
       for (const [side, name] of Object.entries(req.roots ?? {})) if (name) staging.setRootName(side, name);
       post({ id, type: 'result', value: { version: Session.version() } });
       return;
@@ -147,6 +171,17 @@ async function handle(req) {
       post({ id, type: 'result', value: { done } });
       return;
     }
+    case 'fileHandles': {
+      const s = need(staging);
+      const handles = lazy.get(s)?.handles;
+      for (const f of req.files) {
+        const path = f.path.replace(/^\/+/, '');
+        s.addLazyFile(req.side, path, f.size);
+        handles?.set(req.side + '\u0000' + path, f.file);
+      }
+      post({ id, type: 'result' });
+      return;
+    }
     case 'check': {
       need(staging).check(req.side);
       post({ id, type: 'result' });
@@ -163,6 +198,8 @@ async function handle(req) {
       if (!(s instanceof Session)) throw new Error('no dump folders loaded');
       post({ id, type: 'progress', stage: STAGES.run });
       const t0 = performance.now();
+      const reads = lazy.get(s)?.reads;
+      const read0 = reads?.length ?? 0;
       const text = s.run(JSON.stringify(req.options));
       const tRun = performance.now() - t0;
       post({ id, type: 'progress', stage: STAGES.convert });
@@ -172,7 +209,7 @@ async function handle(req) {
         current = s;
         staging = null;
       }
-      postResult(id, raw, tRun, t0);
+      postResult(id, raw, tRun, t0, reads ? reads.slice(read0) : undefined);
       return;
     }
     case 'openVis': {
@@ -227,6 +264,11 @@ async function handle(req) {
       // Consecutive matches go to the core as one batch (one before/after snapshot per batch).
       for (let k = 0; k < req.ops.length;) {
         const op = req.ops[k];
+        if (op.op === 'accept') {
+          mergeChanges(s.acceptSuggestions(op.minScore));
+          k++;
+          continue;
+        }
         if (op.op !== 'match') {
           mergeChanges(s.unmatch(op.side, op.index));
           k++;
@@ -250,6 +292,38 @@ async function handle(req) {
         if (cb) for (const [i, , m] of out[1]) cb[i] = m;
       }
       post({ id, type: 'result', value: { npu: out[0], bench: out[1] } });
+      return;
+    }
+    case 'checkMapping': {
+      /** @type {import('./protocol.js').MappingCheck} */
+      let value;
+      try {
+        value = { ok: true, ...JSON.parse(Session.checkMapping(req.name, req.text)) };
+      } catch (e) {
+        if (!(e instanceof Error) || e instanceof WebAssembly.RuntimeError) throw e;
+        const info = /** @type {{detail?: unknown, line?: unknown, column?: unknown}} */ (e);
+        value = {
+          ok: false,
+          message: e.message,
+          detail: typeof info.detail === 'string' ? info.detail : e.message,
+          line: typeof info.line === 'number' ? info.line : null,
+          column: typeof info.column === 'number' ? info.column : null,
+        };
+      }
+      post({ id, type: 'result', value });
+      return;
+    }
+    case 'suggest': {
+      const s = need(current);
+      if (!(s instanceof Session)) throw new Error('suggestions need the dump folders (this result was read from a msprobe output file)');
+      post({ id, type: 'progress', stage: STAGES.suggest });
+      post({ id, type: 'result', value: { list: JSON.parse(s.suggest(req.minScore)), defaultMinScore: Session.defaultMinScore() } });
+      return;
+    }
+    case 'exportMapping': {
+      const s = need(current);
+      if (!(s instanceof Session)) throw new Error('exporting a mapping needs the dump folders (this result was read from a msprobe output file)');
+      post({ id, type: 'result', value: JSON.parse(s.exportMappingReport(req.yaml, JSON.stringify(req.pairs))) });
       return;
     }
     case 'exportCsv': {
@@ -297,8 +371,9 @@ function nodeOf(s, side, index) {
 /**
  * Converts a run answer to typed columns and posts it (the buffers are transferred).
  * @param {number} id @param {any} raw @param {number} tRun @param {number} t0
+ * @param {string[]} [tensorReads] tensor files the core read during the run
  */
-function postResult(id, raw, tRun, t0) {
+function postResult(id, raw, tRun, t0, tensorReads) {
   const npu = toGraph(raw.npu);
   const bench = raw.bench ? toGraph(raw.bench) : null;
   currentMatched = { npu: npu.matched.slice(), bench: bench ? bench.matched.slice() : null };
@@ -309,7 +384,7 @@ function postResult(id, raw, tRun, t0) {
     return { ...rest, namesJoined: names.join(NAME_SEP) };
   };
   const wasmBytes = wasmMemory ? wasmMemory.buffer.byteLength : 0;
-  const value = { ...raw, npu: pack(npu), bench: pack(bench), timings: { runMs: tRun, totalMs: performance.now() - t0, wasmBytes } };
+  const value = { ...raw, npu: pack(npu), bench: pack(bench), tensorReads, timings: { runMs: tRun, totalMs: performance.now() - t0, wasmBytes } };
   post({ id, type: 'result', value }, [...buffersOf(npu), ...(bench ? buffersOf(bench) : [])]);
 }
 

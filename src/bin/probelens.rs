@@ -4,7 +4,7 @@
 use probelens::error::{Error, Result};
 use probelens::export::{self, ConfigRow, DistNode, GraphExport, NodeRow, Sink, StackRow};
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, Files, Plan, RunOptions};
+use probelens::run::{self, Files, PairPlan, Plan, RunOptions};
 use rusqlite::{params, Connection};
 use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
@@ -77,6 +77,9 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
   --no-db                    compare only: build and compare every pair, write nothing
   --layout-aware             beyond msprobe: shapes that are permutations of each other (Megatron
                              [s,b,h] vs HF [b,s,h]) pass the shape check; verdicts from statistics
+  --rank_size N [N]          parallel merge: the ranks of each step are merged into one graph per
+  --tp N [N], --pp N [N]     parallel group before export/compare (one value per side: NPU [bench]);
+  --vpp N [N], --order S [S] TP, PP, TP+PP (tp*pp = rank_size) merges; defaults vpp 1, order tp-cp-ep-dp-pp
 
 Other commands:
   probelens suggest -tp NPU -gp BENCH [-lm [YAML]] [--min-score S] [--export-yaml OUT.yaml]
@@ -113,6 +116,49 @@ struct Args {
     timing: bool,
     no_db: bool,
     layout_aware: bool,
+    /// `--rank_size/--tp/--pp/--vpp/--order` as given (empty: no parallel merge).
+    rank_size: Vec<i64>,
+    tp: Vec<i64>,
+    pp: Vec<i64>,
+    vpp: Vec<i64>,
+    order: Vec<String>,
+}
+
+/// msprobe's `load_parallel_param`: the parallel parameters of each side, or None without
+/// `--rank_size`.
+fn parallel_params(
+    a: &Args,
+) -> std::result::Result<Option<Vec<probelens::merge::ParallelParams>>, String> {
+    if a.rank_size.is_empty() {
+        return Ok(None);
+    }
+    if a.tp.is_empty() || a.pp.is_empty() {
+        return Err("In the graph merge task, parameters \"tp/pp/rank_size\" is required!".into());
+    }
+    let compare = a.golden.is_some();
+    let n = if compare { 2 } else { 1 };
+    let task = if compare { "compare" } else { "build" };
+    if a.rank_size.len() != n {
+        return Err(format!("In the graph merge {task} task, the number of parameters \"rank_size\" to be filled in is either {n}!"));
+    }
+    if a.tp.len() != n || a.pp.len() != n {
+        return Err(format!("In the graph merge {task} task, the number of parameters \"tp/pp/rank_size\" to be filled in is either {n}!"));
+    }
+    Ok(Some(
+        (0..n)
+            .map(|i| probelens::merge::ParallelParams {
+                rank_size: a.rank_size[i],
+                tp: a.tp[i],
+                pp: a.pp[i],
+                vpp: if a.vpp.len() == n { a.vpp[i] } else { 1 },
+                order: if a.order.len() == n {
+                    a.order[i].clone()
+                } else {
+                    probelens::merge::DEFAULT_ORDER.to_string()
+                },
+            })
+            .collect(),
+    ))
 }
 
 fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
@@ -123,7 +169,36 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
     let (mut fuzzy, mut overflow, mut progress_log, mut no_progress, mut timing, mut no_db) =
         (false, false, false, false, false, false);
     let mut layout_aware = false;
+    let (mut rank_size, mut tp, mut pp, mut vpp, mut order) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut i = 0;
+    // argparse's nargs='+': every following argument up to the next option.
+    let values = |i: &mut usize,
+                  flag: &str,
+                  inline: Option<String>|
+     -> std::result::Result<Vec<String>, String> {
+        let mut out: Vec<String> = inline.into_iter().collect();
+        while argv
+            .get(*i + 1)
+            .is_some_and(|v| !v.starts_with('-') || v.len() == 1)
+        {
+            *i += 1;
+            out.push(argv[*i].clone());
+        }
+        if out.is_empty() {
+            return Err(format!("argument {flag}: expected at least one argument"));
+        }
+        Ok(out)
+    };
+    let ints = |flag: &str, v: Vec<String>| -> std::result::Result<Vec<i64>, String> {
+        v.iter()
+            .map(|x| {
+                x.trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("argument {flag}: invalid int value: '{x}'"))
+            })
+            .collect()
+    };
     let value = |i: &mut usize, flag: &str| -> std::result::Result<PathBuf, String> {
         *i += 1;
         argv.get(*i)
@@ -177,10 +252,29 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
             "--timing" => timing = true,
             "--no-db" => no_db = true,
             "--layout-aware" => layout_aware = true,
-            "--rank_size" | "--tp" | "--pp" | "--vpp" | "--order" | "--file_type" => {
-                return Err(format!(
-                    "argument {flag}: parallel merge is not supported yet"
-                ));
+            "--rank_size" => rank_size = ints(flag, values(&mut i, flag, inline)?)?,
+            "--tp" => tp = ints(flag, values(&mut i, flag, inline)?)?,
+            "--pp" => pp = ints(flag, values(&mut i, flag, inline)?)?,
+            "--vpp" => vpp = ints(flag, values(&mut i, flag, inline)?)?,
+            "--order" => order = values(&mut i, flag, inline)?,
+            "--file_type" => {
+                let v = match inline {
+                    Some(v) => v,
+                    None => value(&mut i, flag)?.display().to_string(),
+                };
+                match v.as_str() {
+                    "db" => {}
+                    "json" => {
+                        return Err(format!(
+                            "argument {flag}: the json export of a parallel merge build is not supported yet"
+                        ))
+                    }
+                    other => {
+                        return Err(format!(
+                            "argument {flag}: invalid choice: '{other}' (choose from 'db', 'json')"
+                        ))
+                    }
+                }
             }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unrecognized argument: {other}")),
@@ -199,6 +293,11 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
         timing,
         no_db,
         layout_aware,
+        rank_size,
+        tp,
+        pp,
+        vpp,
+        order,
     })
 }
 
@@ -244,24 +343,18 @@ impl Files for FsFiles {
         // Refuse before reading what the core could never hold (its offsets are 32-bit).
         if let Ok(m) = std::fs::metadata(&p) {
             if m.len() > probelens::dump::MAX_FILE_BYTES {
-                return Err(Error::new(
-                    probelens::error::ErrorKind::Limit,
-                    self.display(path),
-                    probelens::error::Place::None,
-                    format!(
-                        "the file is {} bytes; probelens reads files of at most {} bytes (4 GiB)",
-                        m.len(),
-                        probelens::dump::MAX_FILE_BYTES
-                    ),
-                ));
+                return Err(Error::file_too_large(self.display(path), m.len()));
             }
         }
         match std::fs::read(&p) {
             Ok(b) => Ok(Cow::Owned(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(Error::input(self.display(path), "file not found (graph_visualize needs dump.json, construct.json and stack.json in every rank folder)"))
+                Err(Error::file_not_found(self.display(path)))
             }
-            Err(e) => Err(Error::input(self.display(path), format!("cannot read: {e}"))),
+            Err(e) => Err(Error::input(
+                self.display(path),
+                format!("cannot read: {e}"),
+            )),
         }
     }
     fn display(&self, path: &str) -> String {
@@ -535,6 +628,20 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         None => None,
     };
     let plan: Plan = run::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?;
+    let parallel = parallel_params(a).map_err(|m| Error::input("--rank_size", m))?;
+    let units: Vec<Unit> = match &parallel {
+        None => plan.pairs.iter().map(Unit::Single).collect(),
+        Some(_) => {
+            if plan.kind == run::Kind::Files {
+                return Err(Error::input(
+                    npu.display(""),
+                    "You have specified the \"--rank_size\" parameter for data merging, so the \"-tp\" parameter must pass in multiple rank data.",
+                ));
+            }
+            let (steps, _) = probelens::merge::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?;
+            steps.into_iter().map(Unit::Step).collect()
+        }
+    };
     let layer_mapping = match &a.layer_mapping {
         None => None,
         Some(None) => Some(LayerMapping::empty()),
@@ -571,6 +678,12 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         overflow_check: a.overflow,
         layout_aware: a.layout_aware,
     };
+    if a.no_db && parallel.is_some() {
+        return Err(Error::input(
+            "--no-db",
+            "--no-db with parallel merge (--rank_size) is not supported yet",
+        ));
+    }
     if a.no_db {
         return compare_only(a, &npu, bench.as_ref(), &plan, &opts, t0);
     }
@@ -602,7 +715,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let progress = Progress {
         bar: !a.no_progress && std::io::stderr().is_terminal(),
         log: a.progress_log,
-        total: plan.pairs.len(),
+        total: units.len(),
         start: t0,
     };
     let mut config: Option<ConfigRow> = None;
@@ -620,18 +733,37 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         };
         let produced = (|| -> Result<()> {
             progress.update(0, "building graphs");
-            for (i, pair) in plan.pairs.iter().enumerate() {
+            let mut rank_list: Option<Vec<i64>> = None;
+            for (i, unit) in units.iter().enumerate() {
                 let tp = Instant::now();
-                let (nd, bd) = load_pair(&npu, bench.as_ref(), pair)?;
-                let t_parse = tp.elapsed();
-                let tensors = tensor_files(&npu, bench.as_ref(), &pair.npu_dir, &pair.bench_dir);
-                let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?;
-                let t_cmp = tp.elapsed();
-                for d in &res.diagnostics {
-                    eprintln!("probelens: {d}");
+                let mut t_parse = std::time::Duration::ZERO;
+                let results: Vec<(PairPlan, run::PairResult)> = match unit {
+                    Unit::Single(pair) => {
+                        let (nd, bd) = load_pair(&npu, bench.as_ref(), pair)?;
+                        t_parse = tp.elapsed();
+                        let tensors =
+                            tensor_files(&npu, bench.as_ref(), &pair.npu_dir, &pair.bench_dir);
+                        let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?;
+                        vec![((*pair).clone(), res)]
+                    }
+                    Unit::Step(s) => {
+                        let params = parallel.as_deref().unwrap_or_default();
+                        run_parallel_step(&npu, bench.as_ref(), s, params, &opts)?
+                    }
+                };
+                if rank_list.is_none() && parallel.is_some() {
+                    rank_list = Some(results.iter().map(|(p, _)| p.rank).collect());
                 }
-                let dump_dir =
-                    |files: &FsFiles, dir: &str, d: &probelens::dump::RankDump| -> Option<String> {
+                let t_cmp = tp.elapsed();
+                let last_unit = i + 1 == units.len();
+                for (pair, res) in results {
+                    for d in &res.diagnostics {
+                        eprintln!("probelens: {d}");
+                    }
+                    let dump_dir = |files: &FsFiles,
+                                    dir: &str,
+                                    d: &probelens::dump::RankDump|
+                     -> Option<String> {
                         let dd = d.dump_data_dir.as_ref()?;
                         let base = std::fs::canonicalize(files.root.join(dir)).ok()?;
                         let parent = Path::new(dd)
@@ -644,76 +776,78 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                             base.join("dump_tensor_data").display().to_string()
                         })
                     };
-                let nx = GraphExport {
-                    graph: &res.npu.graph,
-                    dump: &res.npu.dump,
-                    other: res.bench.as_ref().map(|b| &b.graph),
-                    comparison: res.comparison.as_ref(),
-                    mode: res.mode,
-                    data_source: "NPU",
-                    step: pair.step,
-                    rank: pair.rank,
-                    dump_data_dir: dump_dir(&npu, &pair.npu_dir, &res.npu.dump),
-                };
-                let bx = match (&res.bench, &bench, &pair.bench_dir) {
-                    (Some(b), Some(bf), Some(bdir)) => Some(GraphExport {
-                        graph: &b.graph,
-                        dump: &b.dump,
-                        other: Some(&res.npu.graph),
-                        comparison: None,
+                    let nx = GraphExport {
+                        graph: &res.npu.graph,
+                        dump: &res.npu.dump,
+                        other: res.bench.as_ref().map(|b| &b.graph),
+                        comparison: res.comparison.as_ref(),
                         mode: res.mode,
-                        data_source: "Bench",
+                        data_source: "NPU",
                         step: pair.step,
                         rank: pair.rank,
-                        dump_data_dir: dump_dir(bf, bdir, &b.dump),
-                    }),
-                    _ => None,
-                };
-                // The two graphs are formatted on two threads (row ids are per graph, and the
-                // database does not depend on the order of inserts).
-                let (dn, db) = std::thread::scope(|s| {
-                    let other = bx.as_ref().map(|bx| {
-                        let mut bsink = sink.sibling();
-                        s.spawn(move || {
-                            let d = export::export_graph(bx, &mut bsink);
-                            bsink.flush();
-                            d
-                        })
+                        dump_data_dir: dump_dir(&npu, &pair.npu_dir, &res.npu.dump),
+                    };
+                    let bx = match (&res.bench, &bench, &pair.bench_dir) {
+                        (Some(b), Some(bf), Some(bdir)) => Some(GraphExport {
+                            graph: &b.graph,
+                            dump: &b.dump,
+                            other: Some(&res.npu.graph),
+                            comparison: None,
+                            mode: res.mode,
+                            data_source: "Bench",
+                            step: pair.step,
+                            rank: pair.rank,
+                            dump_data_dir: dump_dir(bf, bdir, &b.dump),
+                        }),
+                        _ => None,
+                    };
+                    // The two graphs are formatted on two threads (row ids are per graph, and the
+                    // database does not depend on the order of inserts).
+                    let (dn, db) = std::thread::scope(|s| {
+                        let other = bx.as_ref().map(|bx| {
+                            let mut bsink = sink.sibling();
+                            s.spawn(move || {
+                                let d = export::export_graph(bx, &mut bsink);
+                                bsink.flush();
+                                d
+                            })
+                        });
+                        let dn = export::export_graph(&nx, &mut sink);
+                        let db = other.map(|h| match h.join() {
+                            Ok(d) => d,
+                            Err(p) => std::panic::resume_unwind(p),
+                        });
+                        (dn, db)
                     });
-                    let dn = export::export_graph(&nx, &mut sink);
-                    let db = other.map(|h| match h.join() {
-                        Ok(d) => d,
-                        Err(p) => std::panic::resume_unwind(p),
-                    });
-                    (dn, db)
-                });
-                push_dist(&mut dist, "NPU", pair.step, pair.rank, dn);
-                if let Some(db) = db {
-                    push_dist(&mut dist, "Bench", pair.step, pair.rank, db);
-                }
-                if config.is_none() {
-                    let compare = res.bench.is_some();
-                    config = Some(ConfigRow {
-                        graph_type: if compare { "compare" } else { "build" },
-                        task: if compare {
-                            probelens::compare::mode_task(res.mode)
-                        } else {
-                            ""
-                        },
-                        tool_tip: compare.then(|| export::tool_tip(res.mode)),
-                        micro_steps: res.micro_steps,
-                        overflow_check: a.overflow as i64,
-                        node_colors: if compare {
-                            export::node_colors(res.mode)
-                        } else {
-                            "null".into()
-                        },
-                        rank_list: export::int_list(&plan.rank_list()),
-                        step_list: export::int_list(&plan.step_list),
-                    });
-                }
-                if a.timing {
-                    eprintln!(
+                    push_dist(&mut dist, "NPU", pair.step, pair.rank, dn);
+                    if let Some(db) = db {
+                        push_dist(&mut dist, "Bench", pair.step, pair.rank, db);
+                    }
+                    if config.is_none() {
+                        let compare = res.bench.is_some();
+                        config = Some(ConfigRow {
+                            graph_type: if compare { "compare" } else { "build" },
+                            task: if compare {
+                                probelens::compare::mode_task(res.mode)
+                            } else {
+                                ""
+                            },
+                            tool_tip: compare.then(|| export::tool_tip(res.mode)),
+                            micro_steps: res.micro_steps,
+                            overflow_check: a.overflow as i64,
+                            node_colors: if compare {
+                                export::node_colors(res.mode)
+                            } else {
+                                "null".into()
+                            },
+                            rank_list: export::int_list(
+                                &rank_list.clone().unwrap_or_else(|| plan.rank_list()),
+                            ),
+                            step_list: export::int_list(&plan.step_list),
+                        });
+                    }
+                    if a.timing {
+                        eprintln!(
                         "probelens: step {} rank {}: parse {:.3}s, build+compare {:.3}s, export {:.3}s",
                         pair.step,
                         pair.rank,
@@ -721,10 +855,11 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         (t_cmp - t_parse).as_secs_f64(),
                         (tp.elapsed() - t_cmp).as_secs_f64()
                     );
-                }
-                progress.update(i + 1, &format!("step {} rank {}", pair.step, pair.rank));
-                if i + 1 == plan.pairs.len() {
-                    leave_to_exit(res);
+                    }
+                    progress.update(i + 1, &format!("step {} rank {}", pair.step, pair.rank));
+                    if last_unit {
+                        leave_to_exit(res);
+                    }
                 }
             }
             Ok(())
@@ -753,7 +888,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         ))
         .map_err(|e| db_err(&db_path, e))?;
     }
-    if plan.kind != run::Kind::Files {
+    if plan.kind != run::Kind::Files && parallel.is_none() {
         let tx = conn.transaction().map_err(|e| db_err(&db_path, e))?;
         for (source, step, ranks) in &dist {
             for u in export::distributed_analyse(ranks, a.overflow, source, *step) {
@@ -777,6 +912,61 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         );
     }
     Ok(db_path)
+}
+
+/// What one turn of the export loop builds: a (step, rank) pair, or a whole step merged.
+enum Unit<'a> {
+    Single(&'a PairPlan),
+    Step(probelens::merge::ParallelStep),
+}
+
+/// A parallel-merge step: validates the parameters against the rank folders, loads every rank
+/// of both sides and merges (and compares) them; one pair per merged group.
+fn run_parallel_step(
+    npu: &FsFiles,
+    bench: Option<&FsFiles>,
+    s: &probelens::merge::ParallelStep,
+    params: &[probelens::merge::ParallelParams],
+    opts: &RunOptions,
+) -> Result<Vec<(PairPlan, run::PairResult)>> {
+    use probelens::merge;
+    let pn = params
+        .first()
+        .ok_or_else(|| Error::input("--rank_size", "missing parallel parameters"))?;
+    merge::validate(pn, s.npu.len(), &npu.display(&s.npu_dir), "[NPU]")?;
+    let load = |f: &FsFiles,
+                ranks: &[(i64, String)]|
+     -> Result<Vec<(i64, String, probelens::dump::RankDump)>> {
+        ranks
+            .iter()
+            .map(|(r, d)| Ok((*r, d.clone(), run::load_rank(f, d)?)))
+            .collect()
+    };
+    let nd = load(npu, &s.npu)?;
+    let bd = match (bench, &s.bench_dir) {
+        (Some(b), Some(dir)) => {
+            let pb = params.get(1).ok_or_else(|| {
+                Error::input("--rank_size", "Parallel params error in compare graph!")
+            })?;
+            merge::validate(pb, s.bench.len(), &b.display(dir), "[Bench]")?;
+            Some(load(b, &s.bench)?)
+        }
+        _ => None,
+    };
+    Ok(merge::run_step(nd, bd, params, opts)?
+        .into_iter()
+        .map(|m| {
+            (
+                PairPlan {
+                    step: s.step,
+                    rank: m.rank,
+                    npu_dir: m.npu_dir,
+                    bench_dir: m.bench_dir,
+                },
+                m.result,
+            )
+        })
+        .collect())
 }
 
 /// Removes a partially written file when dropped.

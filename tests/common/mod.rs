@@ -42,6 +42,7 @@ pub struct Case {
 /// --- npu/dump.json
 /// {...}
 /// --- bench/dump.json = npu/dump.json      (a copy of an earlier file)
+/// --- npu/dump_tensor_data/X.npy = npy f4 [2,2] 1 2 nan inf   (a NumPy file, see make_npy)
 /// ```
 /// A rank folder that has a `dump.json` but no `stack.json` gets `{}` for it.
 pub fn parse_case(name: &str, text: &str) -> Case {
@@ -57,7 +58,9 @@ pub fn parse_case(name: &str, text: &str) -> Case {
         if let Some(rest) = line.strip_prefix("--- ") {
             finish(current.take(), &mut files);
             let rest = rest.trim();
-            if let Some((path, src)) = rest.split_once(" = ") {
+            if let Some((path, spec)) = rest.split_once(" = npy ") {
+                files.insert(path.trim().to_string(), make_npy(name, spec));
+            } else if let Some((path, src)) = rest.split_once(" = ") {
                 let body = files
                     .get(src.trim())
                     .unwrap_or_else(|| panic!("{name}: copy of unknown file {src}"))
@@ -92,6 +95,93 @@ pub fn parse_case(name: &str, text: &str) -> Case {
         args,
         files,
     }
+}
+
+/// The bytes of a NumPy `.npy` file (format 1.0, C order, little endian) from a case line's
+/// `<descr> [<shape>] <values…>` (`f4 [2,2] 1 2 nan inf`, `b1 [] 1`), as `regen.py` writes them.
+pub fn make_npy(name: &str, spec: &str) -> Vec<u8> {
+    let mut words = spec.split_whitespace();
+    let (descr, shape) = (words.next().unwrap(), words.next().unwrap());
+    let dims: Vec<&str> = shape
+        .trim_matches(['[', ']'])
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    let mut body = Vec::new();
+    for v in words {
+        let f = || -> f64 {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}: bad npy value {v}"))
+        };
+        let i = || -> i64 {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}: bad npy value {v}"))
+        };
+        match descr {
+            "f2" => body.extend_from_slice(&f16_bits(f() as f32).to_le_bytes()),
+            "f4" => body.extend_from_slice(&(f() as f32).to_le_bytes()),
+            "f8" => body.extend_from_slice(&f().to_le_bytes()),
+            "i1" | "u1" | "b1" => body.push(i() as u8),
+            "i2" => body.extend_from_slice(&(i() as i16).to_le_bytes()),
+            "i4" => body.extend_from_slice(&(i() as i32).to_le_bytes()),
+            "i8" => body.extend_from_slice(&i().to_le_bytes()),
+            other => panic!("{name}: npy descr {other} is not supported"),
+        }
+    }
+    let shape_repr = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let order = if matches!(descr, "b1" | "i1" | "u1") {
+        "|"
+    } else {
+        "<"
+    };
+    let mut header =
+        format!("{{'descr': '{order}{descr}', 'fortran_order': False, 'shape': {shape_repr}, }}");
+    header.push_str(&" ".repeat(63 - (10 + header.len()) % 64));
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// IEEE half of a single (round to nearest even; the case values are exact in half anyway).
+fn f16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let mut r = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        if rem > half || (rem == half && r & 1 == 1) {
+            r += 1;
+        }
+        return sign | r as u16;
+    }
+    let mut r = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1fff;
+    if rem > 0x1000 || (rem == 0x1000 && r & 1 == 1) {
+        r += 1;
+    }
+    sign | r as u16
 }
 
 pub fn load_case(name: &str) -> Case {
@@ -360,7 +450,17 @@ fn run_inner(case: &Case) -> probelens::Result<Db> {
             (Some(b), Some(d)) => Some(run::load_rank(b, d)?),
             _ => None,
         };
-        let res = run::run_pair(nd, bd, &opts)?;
+        // The tensor files of a real-tensor case (task "tensor"), read from the case's files.
+        let tensors = match (&bench, &pair.bench_dir) {
+            (Some(b), Some(d)) => Some(run::TensorFiles {
+                npu: &npu,
+                npu_dir: &pair.npu_dir,
+                bench: b,
+                bench_dir: d,
+            }),
+            _ => None,
+        };
+        let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?;
         let nx = GraphExport {
             graph: &res.npu.graph,
             dump: &res.npu.dump,

@@ -54,6 +54,34 @@ describe('single file over file://', () => {
     await context.close();
   });
 
+  test('real-tensor folders from file://: the worker (a blob: worker) reads the compared tensors lazily', async () => {
+    const { page, assertClean, context } = await openPage(browser, fileAllowlist);
+    await page.goto(SINGLE_URL);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    const RT = path.join(FIX, 'real_tensor');
+    n = await loads(page);
+    await page.setInputFiles('#npu-dir', path.join(RT, 'npu', 'step0', 'proc9305'));
+    await waitLoad(page, n, 120000);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', path.join(RT, 'bench', 'step0', 'proc9393'));
+    await waitLoad(page, n, 120000);
+    assertRef(await resultSummary(page), 'real_tensor', 'nomap', 0, 0);
+    const r = await page.evaluate(() => {
+      const x = window.__probelens.lastResult;
+      return { reads: x.tensorReads, diagnostics: x.diagnostics };
+    });
+    assert.deepEqual(r.diagnostics, [], 'every tensor was readable');
+    const files = (side, proc) => fs.readdirSync(path.join(RT, side, 'step0', proc, 'dump_tensor_data')).map((f) => `${side}/dump_tensor_data/${f}`);
+    // Here every tensor file of both folders is compared, so each is read once (the served-site test
+    // derives the set from the dump entries of the matched nodes).
+    assert.deepEqual([...r.reads].sort(), [...files('npu', 'proc9305'), ...files('bench', 'proc9393')].sort());
+    assertClean();
+    await context.close();
+  });
+
   test('folder inputs, selection, details and stack copy from file://', async () => {
     const { page, assertClean, context } = await openPage(browser, fileAllowlist);
     await page.goto(SINGLE_URL);

@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import http from 'node:http';
 import os from 'node:os';
+import zlib from 'node:zlib';
+import initSqlJs from 'sql.js';
 import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
@@ -63,7 +65,7 @@ describe('served site', () => {
     await server?.close();
   });
 
-  test('real-tensor dump folders: the tensors under dump_tensor_data are read and give msprobe\'s verdicts', async () => {
+  test('real-tensor dump folders: the tensors under dump_tensor_data are read lazily, only for the compared nodes, and give msprobe\'s verdicts', async () => {
     const { page, problems, assertClean } = await openPage(browser, servedAllowlist(server.url));
     await page.goto(server.url);
     await waitLoad(page, 0);
@@ -71,19 +73,144 @@ describe('served site', () => {
     await page.uncheck('#opt-lm');
     await waitLoad(page, n);
     const RT = path.join(FIX, 'real_tensor');
-    n = await loads(page);
-    await page.setInputFiles('#npu-dir', path.join(RT, 'npu', 'step0', 'proc9305'));
-    await waitLoad(page, n, 120000);
-    n = await loads(page);
-    await page.setInputFiles('#bench-dir', path.join(RT, 'bench', 'step0', 'proc9393'));
-    await waitLoad(page, n, 120000);
+    // The NPU folder, plus a tensor file no dump entry names (it must never be read).
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-rt-'));
+    const npuDir = path.join(tmp, 'proc9305');
+    fs.cpSync(path.join(RT, 'npu', 'step0', 'proc9305'), npuDir, { recursive: true });
+    const tensorDir = path.join(npuDir, 'dump_tensor_data');
+    fs.copyFileSync(path.join(tensorDir, fs.readdirSync(tensorDir).sort()[0]), path.join(tensorDir, 'Not.named.in.dump.json.pt'));
+    try {
+      n = await loads(page);
+      await page.setInputFiles('#npu-dir', npuDir);
+      await waitLoad(page, n, 120000);
+      // The NPU folder alone is a build graph: nothing is compared, no tensor is read.
+      n = await loads(page);
+      await page.click('#bench-clear');
+      await waitLoad(page, n, 120000);
+      const built = await page.evaluate(() => ({ type: window.__probelens.lastResult.graphType, reads: window.__probelens.lastResult.tensorReads }));
+      assert.deepEqual(built, { type: 'build', reads: [] });
+      n = await loads(page);
+      await page.setInputFiles('#bench-dir', path.join(RT, 'bench', 'step0', 'proc9393'));
+      await waitLoad(page, n, 120000);
+      await checkRealTensorResult(page, RT);
+    } finally {
+      // The page reads tensors from the chosen files on demand: the copy lives until the test ends.
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+    assert.deepEqual(problems.page, []);
+    assertClean();
+    await page.close();
+  });
+
+  /** The real-tensor result on the page: msprobe's numbers, and what was read. */
+  async function checkRealTensorResult(page, RT) {
     const sum = await resultSummary(page);
     assertMatchesReference(sum, 'real_tensor', 'nomap', 0, 0);
-    const { task, diagnostics } = await page.evaluate(() => window.__probelens.lastResult);
+    const { task, diagnostics, tensorReads, matched } = await page.evaluate(() => {
+      const r = window.__probelens.lastResult;
+      const side = (g) => g.names.filter((_, i) => g.matched[i] >= 0);
+      return { task: r.task, diagnostics: r.diagnostics, tensorReads: r.tensorReads, matched: { npu: side(r.npu), bench: side(r.bench) } };
+    });
     assert.equal(task, 'all');
     // Without the .pt files every metric would be 'unsupported' and a warning would say so.
     assert.deepEqual(diagnostics.filter((d) => /\.pt|tensor/i.test(d.message)), []);
-    assert.deepEqual(problems.page, []);
+    // The core read exactly the tensor files named by the dump entries of the matched (compared)
+    // nodes, each once, and no other file (computed here from dump.json, independently of the core).
+    const named = (side, proc, names) => {
+      // Python's JSON: NaN/Infinity values read as null (only data_name strings matter here).
+      const text = fs.readFileSync(path.join(RT, side, 'step0', proc, 'dump.json'), 'utf8');
+      const data = JSON.parse(text.replace(/([:[,]\s*)-?(?:Infinity|NaN)\b/g, '$1null')).data;
+      const out = [];
+      const walk = (v) => {
+        if (Array.isArray(v)) v.forEach(walk);
+        else if (v && typeof v === 'object') {
+          for (const [k, x] of Object.entries(v)) {
+            if (k === 'data_name' && typeof x === 'string') out.push(`${side}/dump_tensor_data/${x}`);
+            else walk(x);
+          }
+        }
+      };
+      for (const name of names) if (data[name]) walk(data[name]);
+      return out;
+    };
+    const expected = [...named('npu', 'proc9305', matched.npu), ...named('bench', 'proc9393', matched.bench)].sort();
+    assert.ok(expected.length > 0);
+    assert.deepEqual([...tensorReads].sort(), expected, 'tensor files read: those of the compared nodes, once each');
+    assert.ok(!tensorReads.some((p) => p.includes('Not.named.in.dump.json')), 'a tensor no entry names is never read');
+    // The metrics of every compared NPU tensor (CSV of all tensors, built from the core's strings)
+    // are msprobe's, string for string.
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#csv-all')]);
+    const csvFile = path.join(OUT, 'served-real-tensor-all.csv');
+    await dl.saveAs(csvFile);
+    const [head, ...rows] = parseCsv(fs.readFileSync(csvFile, 'utf8'));
+    const METRICS = ['Cosine', 'EucDist', 'MaxAbsErr', 'MaxRelativeErr', 'One Thousandth Err Ratio', 'Five Thousandths Err Ratio', 'Result'];
+    for (const m of METRICS) assert.ok(head.includes(m), `CSV column ${m}`);
+    const SQL = await initSqlJs();
+    const db = new SQL.Database(zlib.gunzipSync(fs.readFileSync(path.join(RT, 'reference', 'nomap', 'compare_20261130040457.vis.db.gz'))));
+    const ref = new Map();
+    for (const [a, b] of db.exec("SELECT input_data, output_data FROM tb_nodes WHERE step = 0 AND rank = 0 AND data_source = 'NPU' AND matched_node_link != '[]'")[0].values) {
+      for (const [k, v] of [...Object.entries(JSON.parse(a || '{}')), ...Object.entries(JSON.parse(b || '{}'))]) ref.set(k, v);
+    }
+    db.close();
+    assert.equal(rows.length, ref.size, 'one CSV row per compared NPU tensor of msprobe\'s db');
+    for (const r of rows) {
+      const want = ref.get(r[0]);
+      assert.ok(want, `${r[0]} in msprobe's db`);
+      // A field msprobe does not write (a non-tensor item) is an empty cell.
+      for (const m of METRICS) assert.equal(r[head.indexOf(m)], want[m] ?? '', `${r[0]} ${m}`);
+    }
+    // After the run the shown session still reads tensors on demand: unmatching a compared API node and
+    // undoing (a manual re-match) recomputes its metrics from the files, the same strings as before.
+    const leaf = await page.evaluate(() => {
+      const g = window.__probelens.lastResult.npu;
+      const i = g.names.findIndex((n, k) => g.subtreeEnd[k] === k + 1 && g.matched[k] >= 0 && n.startsWith('Functional.linear.'));
+      return { i, name: g.names[i] };
+    });
+    assert.ok(leaf.i > 0, 'a matched Functional.linear node');
+    const cosines = async () => {
+      await page.evaluate((i) => window.__probelens.select('npu', i), leaf.i);
+      await page.waitForFunction((nm) => document.getElementById('details').dataset.node === nm, leaf.name);
+      await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').length > 0);
+      return page.locator('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').allTextContents();
+    };
+    const before = await cosines();
+    assert.ok(before.some((c) => /^-?\d/.test(c)), `numeric Cosine values: ${before}`);
+    await page.click('#unmatch-btn');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] === -1, leaf.i);
+    await page.keyboard.press('Control+z');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, leaf.i);
+    assert.deepEqual(await cosines(), before, 'the re-matched pair has its metrics again');
+  }
+
+  test('a tensor file that disappears after the folder was chosen: a warning naming it, the result still shown', async () => {
+    const { page, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    const RT = path.join(FIX, 'real_tensor');
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-rt-gone-'));
+    try {
+      fs.cpSync(path.join(RT, 'npu', 'step0', 'proc9305'), path.join(tmp, 'proc9305'), { recursive: true });
+      n = await loads(page);
+      await page.setInputFiles('#npu-dir', path.join(tmp, 'proc9305'));
+      await waitLoad(page, n, 120000);
+      // Tensors are read only when compared, so this one is missing when the compare needs it.
+      const gone = 'Module.embed.Embedding.forward.0.input.0.pt';
+      fs.rmSync(path.join(tmp, 'proc9305', 'dump_tensor_data', gone));
+      n = await loads(page);
+      await page.setInputFiles('#bench-dir', path.join(RT, 'bench', 'step0', 'proc9393'));
+      assert.equal(await waitLoad(page, n, 120000), 'ready');
+      const sum = await resultSummary(page);
+      assert.equal(sum.npu.nodes, reference('real_tensor', 'nomap', 0, 0, 'NPU').nodes);
+      const li = await page.locator('#diagnostics li.warning').allTextContents();
+      assert.equal(li.length, 1, `one warning: ${li}`);
+      assert.ok(li[0].startsWith("warning: 1 tensor pair(s) could not be read, their metrics are 'unsupported' (as msprobe reports them); "
+        + `first: proc9305/dump_tensor_data/${gone}: cannot read: `), li[0]);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
     assertClean();
     await page.close();
   });
@@ -610,6 +737,39 @@ describe('served site: big inputs', () => {
     }
   });
 });
+
+/** RFC 4180 CSV text to rows (quoted cells may hold commas, quotes and line breaks). @param {string} text */
+function parseCsv(text) {
+  const rows = [];
+  let row = [];
+  let cell = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') {
+        cell += '"';
+        i++;
+      } else if (c === '"') quoted = false;
+      else cell += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ',') {
+      row.push(cell);
+      cell = '';
+    } else if (c === '\n' || (c === '\r' && text[i + 1] === '\n')) {
+      if (c === '\r') i++;
+      row.push(cell);
+      rows.push(row);
+      row = [];
+      cell = '';
+    } else cell += c;
+  }
+  if (cell || row.length) {
+    row.push(cell);
+    rows.push(row);
+  }
+  return rows;
+}
 
 /**
  * Waits until an attribute (or textContent) of a locator has a value.

@@ -9,6 +9,8 @@ export class Session {
   addFile(side: string, path: string, bytes: Uint8Array | number[]): void;
   beginFile(side: string, path: string, total: number): void;
   appendChunk(side: string, path: string, bytes: Uint8Array | number[]): void;
+  addLazyFile(side: string, path: string, size: number): void;
+  setFileReader(reader: (side: string, path: string) => Uint8Array): void;
   clearSide(side: string): void;
   check(side: string): void;
   layout(): string;
@@ -17,6 +19,12 @@ export class Session {
   matchNodes(npu_index: number, bench_index: number, recursive: boolean): string;
   matchMany(pairs: string): string;
   unmatch(side: string, index: number): string;
+  static defaultMinScore(): number;
+  suggest(min_score: number): string;
+  acceptSuggestions(min_score: number): string;
+  exportMapping(current_yaml: string, pairs: string): string;
+  exportMappingReport(current_yaml: string, pairs: string): string;
+  static checkMapping(name: string, text: string): string;
 }
 export type SyncInitInput = BufferSource | WebAssembly.Module;
 export function initSync(module: { module: SyncInitInput } | SyncInitInput): unknown;
