@@ -294,10 +294,13 @@ impl RankGraph {
 }
 
 impl RankGraph {
-    /// `_build_graph_result`: build, page by micro step (overflow check is refused upstream).
-    pub fn build(rank: i64, dir: String, dump: RankDump) -> Result<RankGraph> {
+    /// `_build_graph_result`: build, page by micro step, overflow check (`-oc`).
+    pub fn build(rank: i64, dir: String, dump: RankDump, overflow: bool) -> Result<RankGraph> {
         let mut graph = Graph::build(&dump)?;
         let micro_steps = graph.paging_by_micro_step(None);
+        if overflow {
+            graph.apply_overflow(&dump);
+        }
         Ok(RankGraph {
             rank,
             dir,
@@ -1874,15 +1877,9 @@ pub fn run_step(
     params: &[ParallelParams],
     opts: &RunOptions,
 ) -> Result<Vec<MergedPair>> {
-    if opts.overflow_check {
-        return Err(Error::input(
-            "-oc",
-            "the overflow check (-oc) with parallel merge (--rank_size) is not supported yet",
-        ));
-    }
     let build = |side: Vec<(i64, String, RankDump)>| -> Result<Vec<RankGraph>> {
         side.into_iter()
-            .map(|(r, d, dump)| RankGraph::build(r, d, dump))
+            .map(|(r, d, dump)| RankGraph::build(r, d, dump, opts.overflow_check))
             .collect()
     };
     let pn = params
@@ -1952,6 +1949,12 @@ pub fn run_step(
         };
         let mut cmp = compare(&mut n.graph, &n.dump, &mut b.graph, &b.dump, mode, &copts);
         let micro_steps = n.graph.paging_by_micro_step(Some(&mut b.graph));
+        // msprobe checks the merged graphs against the main rank's dump again: the nodes of
+        // other ranks keep what their own rank's check gave them.
+        if opts.overflow_check {
+            n.graph.apply_overflow(&n.dump);
+            b.graph.apply_overflow(&b.dump);
+        }
         diagnostics.append(&mut cmp.diagnostics);
         out.push(MergedPair {
             rank: n.rank,

@@ -285,6 +285,7 @@ variant!(ms_real_tensor_build_npu, "ms_real_tensor", "build_npu");
 variant!(ms_real_tensor_md5, "ms_real_tensor", "md5");
 variant!(parallel_tp_build, "parallel_tp", "build_tp2");
 variant!(parallel_tp_compare, "parallel_tp", "compare_tp2");
+variant!(parallel_tp_compare_oc, "parallel_tp", "compare_tp2_oc");
 variant!(parallel_pp_build, "parallel_pp", "build_pp2");
 variant!(parallel_pp_compare, "parallel_pp", "compare_pp2");
 variant!(parallel_tppp_build, "parallel_tppp", "build_tp2pp2");
@@ -336,6 +337,7 @@ fn all_variants_covered() {
         "ms_real_tensor/md5",
         "parallel_tp/build_tp2",
         "parallel_tp/compare_tp2",
+        "parallel_tp/compare_tp2_oc",
         "parallel_pp/build_pp2",
         "parallel_pp/compare_pp2",
         "parallel_tppp/build_tp2pp2",

@@ -195,21 +195,6 @@ fn unsupported_merges_say_so() {
             "2",
             "--pp",
             "1",
-            "-oc",
-        ],
-        1,
-        "not supported yet",
-    );
-    fails(
-        &[
-            "-tp",
-            "npu",
-            "--rank_size",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
             "--file_type",
             "json",
         ],
