@@ -290,6 +290,8 @@ variant!(parallel_pp_build, "parallel_pp", "build_pp2");
 variant!(parallel_pp_compare, "parallel_pp", "compare_pp2");
 variant!(parallel_tppp_build, "parallel_tppp", "build_tp2pp2");
 variant!(parallel_tppp_compare, "parallel_tppp", "compare_tp2pp2");
+variant!(parallel_vpp_build, "parallel_vpp", "build_pp2vpp2");
+variant!(parallel_vpp_compare, "parallel_vpp", "compare_pp2vpp2");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -342,6 +344,8 @@ fn all_variants_covered() {
         "parallel_pp/compare_pp2",
         "parallel_tppp/build_tp2pp2",
         "parallel_tppp/compare_tp2pp2",
+        "parallel_vpp/build_pp2vpp2",
+        "parallel_vpp/compare_pp2vpp2",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {
