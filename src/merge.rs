@@ -7,8 +7,9 @@
 //! `Apis_Between_Modules_All_Ranks` collections), `TPMerger` (statistics merged over the TP
 //! group with the `parallel_merge_info` lines, the RowParallelLinear/ColumnParallelLinear special
 //! cases), `PPMerger` (modules split over the stages moved into the main graph, re-ordered and
-//! renumbered) and `TPPPMerger` (PP within each PP group, then TP across them). VPP and the full
-//! (TP+PP+DP) merge are refused with an error.
+//! renumbered), `VPPMerger` (then the model chunks folded into chunk 0) and `TPPPMerger` (PP
+//! within each PP group, then TP across them). The full (TP+PP+DP) merge is refused with an
+//! error.
 //!
 //! The merged graph is the main rank's [`Graph`]: nodes taken over from other ranks are appended
 //! to its arena, their items (and stacks) copied into the main rank's store; merged statistics
@@ -267,6 +268,9 @@ pub struct RankGraph {
     /// builder's order); a renamed node moves to the end, as in a Python dict.
     pub map_seq: crate::HashMap<NodeId, u64>,
     next_seq: u64,
+    /// VPP: (chunk-0 node, last-chunk node, outputs?) whose items are the same Python objects in
+    /// msprobe, so the node exported second sees them already formatted ([`settle_shared`]).
+    pub shared: Vec<(NodeId, NodeId, bool)>,
 }
 
 impl RankGraph {
@@ -294,10 +298,13 @@ impl RankGraph {
 }
 
 impl RankGraph {
-    /// `_build_graph_result`: build, page by micro step (overflow check is refused upstream).
-    pub fn build(rank: i64, dir: String, dump: RankDump) -> Result<RankGraph> {
+    /// `_build_graph_result`: build, page by micro step, overflow check (`-oc`).
+    pub fn build(rank: i64, dir: String, dump: RankDump, overflow: bool) -> Result<RankGraph> {
         let mut graph = Graph::build(&dump)?;
         let micro_steps = graph.paging_by_micro_step(None);
+        if overflow {
+            graph.apply_overflow(&dump);
+        }
         Ok(RankGraph {
             rank,
             dir,
@@ -307,6 +314,7 @@ impl RankGraph {
             origin: Default::default(),
             map_seq: Default::default(),
             next_seq: 0,
+            shared: Vec::new(),
         })
     }
 }
@@ -324,16 +332,16 @@ pub fn merge(ranks: Vec<RankGraph>, p: &ParallelParams) -> Result<Vec<RankGraph>
             let mut out = Vec::new();
             for mut members in split_groups(ranks, &groups, "--tp")? {
                 merge_api_collections(&mut members);
-                out.push(merge_group(members, false)?);
+                out.push(merge_group(members, 0)?);
             }
             Ok(out)
         }
-        Strategy::Pp => {
+        Strategy::Pp | Strategy::Vpp => {
             let groups = pp_groups(&ranks, p)?;
             let mut out = Vec::new();
             for mut members in split_groups(ranks, &groups, "--pp")? {
                 merge_api_collections(&mut members);
-                out.push(merge_group(members, true)?);
+                out.push(merge_group(members, p.vpp.max(1))?);
             }
             Ok(out)
         }
@@ -351,16 +359,16 @@ pub fn merge(ranks: Vec<RankGraph>, p: &ParallelParams) -> Result<Vec<RankGraph>
             merge_api_collections(&mut ranks);
             let mut pp_results = Vec::new();
             for members in split_groups(ranks, &pp, "--pp")? {
-                pp_results.push(merge_group(members, true)?);
+                pp_results.push(merge_group(members, p.vpp.max(1))?);
             }
-            let mut res = merge_group_mapped(pp_results, false, mapping)?;
+            let mut res = merge_group_mapped(pp_results, 0, mapping)?;
             sort_merged_api_collection(&mut res.graph);
             Ok(vec![res])
         }
         s => Err(Error::input(
             "--pp",
             format!(
-                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges TP, PP and TP+PP with tp * pp = rank_size (vpp 1)",
+                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges TP, PP/VPP and TP+PP with tp * pp = rank_size",
                 s.name(),
                 p.tp,
                 p.pp,
@@ -837,14 +845,14 @@ struct Tp<'a> {
     mapping: Vec<(i64, Vec<i64>)>,
 }
 
-/// `merge_tp_graphs` (`pp` false) or `merge_pp_graphs` (`pp` true) of one group (non-empty).
-fn merge_group(members: Vec<RankGraph>, pp: bool) -> Result<RankGraph> {
+/// `merge_tp_graphs` (`pp` 0) or `merge_pp_graphs` (`pp` = vpp: 1 PP, > 1 VPP) of one group.
+fn merge_group(members: Vec<RankGraph>, pp: i64) -> Result<RankGraph> {
     merge_group_mapped(members, pp, Vec::new())
 }
 
 fn merge_group_mapped(
     mut members: Vec<RankGraph>,
-    pp: bool,
+    pp: i64,
     mapping: Vec<(i64, Vec<i64>)>,
 ) -> Result<RankGraph> {
     let rest = members.split_off(1.min(members.len()));
@@ -862,8 +870,12 @@ fn merge_group_mapped(
         moved: vec![Default::default(); rest.len()],
         mapping,
     };
-    if pp {
+    if pp > 0 {
         m.run_pp();
+        if pp > 1 {
+            m.merge_vpp_data(pp);
+            m.merge_vpp_chunks(pp);
+        }
     } else {
         m.run();
     }
@@ -1768,6 +1780,259 @@ impl Tp<'_> {
     }
 }
 
+/// msprobe formats a node's items in place when it exports it; items shared by two nodes (VPP)
+/// are therefore formatted twice for the node exported second: its numbers are already strings
+/// (`str(x)`), which the second pass rounds like any decimal string. This gives the second node
+/// those strings. Call after the compare, before the export.
+pub fn settle_shared(graph: &mut Graph, shared: &[(NodeId, NodeId, bool)], store: &Store) {
+    if shared.is_empty() {
+        return;
+    }
+    let mut pos = vec![usize::MAX; graph.nodes.len()];
+    for (i, id) in graph.post_order().into_iter().enumerate() {
+        pos[id as usize] = i;
+    }
+    for (a, b, out) in shared {
+        let (pa, pb) = (pos[*a as usize], pos[*b as usize]);
+        if pa == usize::MAX || pb == usize::MAX {
+            continue;
+        }
+        let later = if pa > pb { *a } else { *b };
+        if !graph.io_override.contains_key(&later) {
+            continue;
+        }
+        if let Some(io) = graph.io_override.get_mut(&later) {
+            let map = if *out { &mut io.1 } else { &mut io.0 };
+            for (_, it) in map.iter_mut() {
+                for (key, v) in it.fields.iter_mut() {
+                    if *key == k::STATE || *key == k::FULL_OP_NAME {
+                        continue;
+                    }
+                    let text = match &*v {
+                        Py::None | Py::S(_) => continue,
+                        Py::V(Val::Null) | Py::V(Val::Str(_)) => continue,
+                        other => other.to_py_str(store),
+                    };
+                    *v = Py::S(text);
+                }
+            }
+        }
+    }
+}
+
+/// `VPPMerger._replace_vpp_id`: the chunk number (2nd segment, if digits) replaced.
+fn replace_vpp_id(s: &str, id: &str) -> String {
+    let mut parts: Vec<&str> = s.split('.').collect();
+    if parts.len() < 2 || parts[1].is_empty() || !parts[1].bytes().all(|b| b.is_ascii_digit()) {
+        return s.to_string();
+    }
+    parts[1] = id;
+    parts.join(".")
+}
+
+/// `FORWARD_PATTERN` (`\.forward\.\d+$`).
+fn forward_tail(s: &str) -> bool {
+    match s.rsplit_once('.') {
+        Some((head, d)) => {
+            !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) && head.ends_with(".forward")
+        }
+        None => false,
+    }
+}
+
+/// VPPMerger.
+impl Tp<'_> {
+    fn chunk_of(name: &str) -> Option<&str> {
+        name.split('.').nth(1)
+    }
+
+    /// `_merge_vpp_data`: chunk-0 module wrappers take the last chunk's outputs (forward) or
+    /// inputs (backward).
+    fn merge_vpp_data(&mut self, vpp: i64) {
+        let last = (vpp - 1).to_string();
+        let mut stack: Vec<NodeId> = self.g().nodes[ROOT as usize]
+            .children
+            .iter()
+            .rev()
+            .copied()
+            .filter(|c| {
+                matches!(Self::chunk_of(&self.g().nodes[*c as usize].name), Some(p) if p == "0" || p == last)
+            })
+            .collect();
+        while let Some(cur) = stack.pop() {
+            let n = &self.g().nodes[cur as usize];
+            if self.pp_merged.contains(&cur)
+                || self.pp_index.contains_key(&cur)
+                || n.op != NodeOp::Module
+            {
+                continue;
+            }
+            let name = n.name.clone();
+            let forward = forward_tail(&name);
+            stack.extend(n.children.iter().rev().copied());
+            let Some(t) = self.g().get(&replace_vpp_id(&name, &last)) else {
+                continue;
+            };
+            let tname = self.g().nodes[t as usize].name.clone();
+            self.load(t);
+            self.load(cur);
+            let rename = |m: &ItemMap| -> ItemMap {
+                m.iter()
+                    .map(|(k2, it)| {
+                        let mut it = it.clone();
+                        it.full_op_name = it.full_op_name.replace(&tname, &name);
+                        (k2.replace(&tname, &name), it)
+                    })
+                    .collect()
+            };
+            let Some((ti, to)) = self.main.graph.io_override.get(&t).cloned() else {
+                continue;
+            };
+            if let Some(io) = self.main.graph.io_override.get_mut(&cur) {
+                if forward {
+                    io.1 = rename(&to);
+                } else {
+                    io.0 = rename(&ti);
+                }
+            }
+            if cur != t {
+                self.main.shared.push((cur, t, forward));
+            }
+        }
+    }
+
+    /// `_merge_vpp_chunks`: the layers of the other chunks move into chunk 0 and are renumbered;
+    /// the other chunks' module chains leave the graph.
+    fn merge_vpp_chunks(&mut self, vpp: i64) {
+        let mut stack: Vec<NodeId> = self.g().nodes[ROOT as usize]
+            .children
+            .iter()
+            .rev()
+            .copied()
+            .filter(|c| Self::chunk_of(&self.g().nodes[*c as usize].name) == Some("0"))
+            .collect();
+        if stack.is_empty() {
+            return;
+        }
+        let mut parents: Vec<(String, NodeId)> = Vec::new();
+        while let Some(cur) = stack.pop() {
+            let up = self.g().nodes[cur as usize].parent;
+            let up_name = up.map(|u| self.g().nodes[u as usize].name.clone());
+            let known = up_name
+                .as_ref()
+                .is_some_and(|n| parents.iter().any(|(k2, _)| k2 == n));
+            if self.pp_merged.contains(&cur) || (self.pp_index.contains_key(&cur) && !known) {
+                if let (Some(u), Some(un)) = (up, up_name) {
+                    if let Some(slot) = parents.iter_mut().find(|(k2, _)| *k2 == un) {
+                        slot.1 = u;
+                    } else {
+                        parents.push((un, u));
+                    }
+                }
+                continue;
+            }
+            stack.extend(self.g().nodes[cur as usize].children.iter().rev().copied());
+        }
+        for (_, node) in parents {
+            let forward = forward_tail(&self.g().nodes[node as usize].name);
+            for vpp_id in 1..vpp {
+                let tname =
+                    replace_vpp_id(&self.g().nodes[node as usize].name, &vpp_id.to_string());
+                let Some(t) = self.g().get(&tname) else {
+                    continue;
+                };
+                let kids = self.g().nodes[t as usize].children.clone();
+                let g = &mut self.main.graph;
+                if forward {
+                    g.nodes[node as usize].children.extend(kids.iter().copied());
+                } else {
+                    let mut v = kids.clone();
+                    v.extend(g.nodes[node as usize].children.iter().copied());
+                    g.nodes[node as usize].children = v;
+                }
+                for k2 in &kids {
+                    g.nodes[*k2 as usize].parent = Some(node);
+                }
+                let anc = g.ancestors(t);
+                if anc.len() < 2 {
+                    continue;
+                }
+                let names: Vec<String> = anc[1..]
+                    .iter()
+                    .map(|a| g.nodes[*a as usize].name.clone())
+                    .collect();
+                for n in &names {
+                    g.index.remove(n);
+                }
+                let drop = names[0].clone();
+                let root_kids: Vec<NodeId> = g.nodes[ROOT as usize]
+                    .children
+                    .iter()
+                    .copied()
+                    .filter(|c| g.nodes[*c as usize].name != drop)
+                    .collect();
+                g.nodes[ROOT as usize].children = root_kids;
+            }
+            self.sort_layers(node, forward);
+        }
+    }
+
+    /// `_sort_layers`: the children of `parent` from other chunks get chunk 0 and the running
+    /// layer number.
+    fn sort_layers(&mut self, parent: NodeId, forward: bool) {
+        let mut list = self.g().nodes[parent as usize].children.clone();
+        if !forward {
+            list.reverse();
+        }
+        let mut index = -1i64;
+        for n in list {
+            let name = self.g().nodes[n as usize].name.clone();
+            let m = layers_find(&name, 0);
+            if m.is_some() {
+                index += 1;
+            }
+            if Self::chunk_of(&name).is_none_or(|c| c == "0") {
+                continue;
+            }
+            let (new_id, prefix) = match m {
+                Some((start, pre_end, end)) => {
+                    let p = replace_vpp_id(
+                        &format!("{}{}{index}.", &name[..start], &name[start..pre_end]),
+                        "0",
+                    );
+                    (format!("{p}{}", &name[end..]), p)
+                }
+                None => (replace_vpp_id(&name, "0"), String::new()),
+            };
+            self.rename_node(n, &new_id);
+            let mut stack = self.g().nodes[n as usize].children.clone();
+            while let Some(cur) = stack.pop() {
+                if self.g().nodes[cur as usize].op != NodeOp::Module {
+                    continue;
+                }
+                stack.extend(self.g().nodes[cur as usize].children.iter().rev().copied());
+                let cname = self.g().nodes[cur as usize].name.clone();
+                let new_cur = match layers_find(&cname, 0) {
+                    Some((_, _, e)) => format!("{prefix}{}", &cname[e..]),
+                    None => replace_vpp_id(&cname, "0"),
+                };
+                self.rename_node(cur, &new_cur);
+            }
+        }
+    }
+
+    /// A main node renamed: its items' keys, the name index (popped, re-inserted at the end).
+    fn rename_node(&mut self, id: NodeId, new: &str) {
+        let old = self.g().nodes[id as usize].name.clone();
+        self.load(id);
+        self.main.graph.index.remove(&old);
+        rename_items(&mut self.main.graph, id, &old, new);
+        self.main.graph.nodes[id as usize].name = new.to_string();
+        self.main.graph.index.insert(new.to_string(), id);
+        self.main.touch(id);
+    }
+}
+
 /// Python's `int / int` (true division, correctly rounded for the sizes statistics have).
 fn int_div(a: i128, b: i128) -> f64 {
     a as f64 / b as f64
@@ -1874,15 +2139,9 @@ pub fn run_step(
     params: &[ParallelParams],
     opts: &RunOptions,
 ) -> Result<Vec<MergedPair>> {
-    if opts.overflow_check {
-        return Err(Error::input(
-            "-oc",
-            "the overflow check (-oc) with parallel merge (--rank_size) is not supported yet",
-        ));
-    }
     let build = |side: Vec<(i64, String, RankDump)>| -> Result<Vec<RankGraph>> {
         side.into_iter()
-            .map(|(r, d, dump)| RankGraph::build(r, d, dump))
+            .map(|(r, d, dump)| RankGraph::build(r, d, dump, opts.overflow_check))
             .collect()
     };
     let pn = params
@@ -1893,6 +2152,7 @@ pub fn run_step(
         return Ok(merged_n
             .into_iter()
             .map(|mut m| {
+                settle_shared(&mut m.graph, &m.shared, &m.dump.store);
                 let diagnostics = std::mem::take(&mut m.dump.diagnostics);
                 MergedPair {
                     rank: m.rank,
@@ -1952,6 +2212,14 @@ pub fn run_step(
         };
         let mut cmp = compare(&mut n.graph, &n.dump, &mut b.graph, &b.dump, mode, &copts);
         let micro_steps = n.graph.paging_by_micro_step(Some(&mut b.graph));
+        settle_shared(&mut n.graph, &n.shared, &n.dump.store);
+        settle_shared(&mut b.graph, &b.shared, &b.dump.store);
+        // msprobe checks the merged graphs against the main rank's dump again: the nodes of
+        // other ranks keep what their own rank's check gave them.
+        if opts.overflow_check {
+            n.graph.apply_overflow(&n.dump);
+            b.graph.apply_overflow(&b.dump);
+        }
         diagnostics.append(&mut cmp.diagnostics);
         out.push(MergedPair {
             rank: n.rank,

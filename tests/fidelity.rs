@@ -285,10 +285,13 @@ variant!(ms_real_tensor_build_npu, "ms_real_tensor", "build_npu");
 variant!(ms_real_tensor_md5, "ms_real_tensor", "md5");
 variant!(parallel_tp_build, "parallel_tp", "build_tp2");
 variant!(parallel_tp_compare, "parallel_tp", "compare_tp2");
+variant!(parallel_tp_compare_oc, "parallel_tp", "compare_tp2_oc");
 variant!(parallel_pp_build, "parallel_pp", "build_pp2");
 variant!(parallel_pp_compare, "parallel_pp", "compare_pp2");
 variant!(parallel_tppp_build, "parallel_tppp", "build_tp2pp2");
 variant!(parallel_tppp_compare, "parallel_tppp", "compare_tp2pp2");
+variant!(parallel_vpp_build, "parallel_vpp", "build_pp2vpp2");
+variant!(parallel_vpp_compare, "parallel_vpp", "compare_pp2vpp2");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -336,10 +339,13 @@ fn all_variants_covered() {
         "ms_real_tensor/md5",
         "parallel_tp/build_tp2",
         "parallel_tp/compare_tp2",
+        "parallel_tp/compare_tp2_oc",
         "parallel_pp/build_pp2",
         "parallel_pp/compare_pp2",
         "parallel_tppp/build_tp2pp2",
         "parallel_tppp/compare_tp2pp2",
+        "parallel_vpp/build_pp2vpp2",
+        "parallel_vpp/compare_pp2vpp2",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {
