@@ -278,6 +278,12 @@ fn cli_suggest_lists_candidates_and_exports_a_mapping() {
         lm.class_rule("SelfAttention", "linear_proj"),
         Some("o_proj")
     );
+    // API pairs give rules too (the Bench wraps SiLU in `act_fn`), as the page exports them.
+    assert_eq!(lm.class_rule("MLP", "silu"), Some("act_fn.silu"));
+    assert!(
+        text.contains("18 rules added for 400 accepted pairs"),
+        "{text}"
+    );
     // Bad arguments: exit code 2 and the usage.
     let bad = std::process::Command::new(env!("CARGO_BIN_EXE_probelens"))
         .args(["suggest", "-tp", "x", "--min-score", "2"])

@@ -99,7 +99,7 @@ reason (structure, call order, names, statistics up to layout permutation).
   --min-score S              list candidates scoring at least S (default 0.65)
   --export-yaml OUT.yaml     accept every suggestion of at least S until nothing changes, then
                              write the layer mapping (-lm's yaml, or an empty one, plus the rules
-                             that reproduce the accepted module pairs) to OUT.yaml";
+                             that reproduce the accepted pairs) to OUT.yaml";
 
 /// Distributed nodes per (data source, step), then per rank.
 type DistBySource = Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)>;
@@ -1284,16 +1284,17 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
                     )
                 })
                 .collect();
-            let modules: Vec<(String, String)> = names
+            let modules = names
                 .iter()
                 .filter(|(n, _)| n.starts_with("Module.") || n.starts_with("Cell."))
-                .cloned()
-                .collect();
+                .count();
+            // Every accepted pair, as the page exports them: module, API and parameter-gradient
+            // pairs all give rules where msprobe's format can express them.
             let ex = probelens::mapping_export::export_mapping(
                 &yaml_text,
                 &res.npu.dump,
                 &bs.dump,
-                &modules,
+                &names,
             )?;
             let _ = writeln!(
                 out,
@@ -1301,7 +1302,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
                 pair.step,
                 pair.rank,
                 names.len(),
-                modules.len(),
+                modules,
                 ex.added.len()
             );
             accepted_total += names.len();
