@@ -161,30 +161,32 @@ pub fn link_json(other: Option<&Graph>, partner: Option<NodeId>) -> String {
 pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
     let g = x.graph;
     let graph_id = format!("{}_{}_{}", x.data_source, x.step, x.rank);
-    let mut stacks: HashMap<String, String> = HashMap::new();
+    // Stack text -> stack id, in first-seen order (msprobe dedupes the texts).
+    let mut stacks: crate::HashMap<String, String> = crate::HashMap::default();
     let mut stack_order: Vec<String> = Vec::new();
     let mut dist = Vec::new();
-    let mut stack_text: HashMap<(u8, u32, u32), String> = HashMap::new();
+    // Many nodes share one stack value (stack.json groups them): format and look up each value
+    // once, then map the value straight to its id.
+    let mut id_of_key: crate::HashMap<(u8, u32, u32), String> = crate::HashMap::default();
     for (order, id) in g.post_order().into_iter().enumerate() {
         let n = g.node(id);
-        // Many nodes share one stack value (stack.json groups them): format each value once.
         let key = stack_key(n.stack);
-        let st = match key.and_then(|k| stack_text.get(&k)) {
-            Some(t) => t.clone(),
+        let stack_id = match key.and_then(|k| id_of_key.get(&k)) {
+            Some(sid) => sid.clone(),
             None => {
-                let t = stack_json(x.dump, n.stack);
+                let st = stack_json(x.dump, n.stack);
+                let sid = match stacks.get(&st) {
+                    Some(s) => s.clone(),
+                    None => {
+                        let sid = format!("{graph_id}_{}", stacks.len());
+                        stacks.insert(st.clone(), sid.clone());
+                        stack_order.push(st);
+                        sid
+                    }
+                };
                 if let Some(k) = key {
-                    stack_text.insert(k, t.clone());
+                    id_of_key.insert(k, sid.clone());
                 }
-                t
-            }
-        };
-        let stack_id = match stacks.get(&st) {
-            Some(s) => s.clone(),
-            None => {
-                let sid = format!("{graph_id}_{}", stacks.len());
-                stacks.insert(st.clone(), sid.clone());
-                stack_order.push(st);
                 sid
             }
         };

@@ -253,6 +253,15 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
 pub fn json_str(s: &str, out: &mut String) {
     out.push('"');
     let bytes = s.as_bytes();
+    // Most texts need no escape at all: one check, one copy.
+    if bytes
+        .iter()
+        .all(|&b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         // Printable ASCII except '"' and '\\' is copied as is, in runs.
