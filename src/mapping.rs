@@ -15,7 +15,7 @@
 
 use crate::dump::RankDump;
 use crate::error::{Error, ErrorKind, Place, Result};
-use crate::json::Val;
+use crate::json::{Store, Val};
 use crate::HashMap;
 
 /// One rule: source path, destination path, number of source levels.
@@ -505,6 +505,63 @@ fn stack_in_lines(lines: &[&str]) -> std::result::Result<Vec<String>, Fail> {
     Ok(res)
 }
 
+/// The frame scope of an API's stack (`get_stack_construct_by_dump_json_path`'s frame part):
+/// the functions of the framework frames before the first user frame, joined with dots.
+fn frame_scope_of(
+    store: &Store,
+    sv: Val,
+    name: &str,
+    framework: &str,
+) -> std::result::Result<String, Fail> {
+    let Val::List { .. } = sv else {
+        return Err(format!("the stack of '{name}' is not a list of strings"));
+    };
+    let mut lines: Vec<&str> = Vec::new();
+    for l in store.list(sv) {
+        match store.as_str(*l) {
+            Some(s) => lines.push(s),
+            None => return Err(format!("the stack of '{name}' is not a list of strings")),
+        }
+    }
+    let is_ms = framework == "mindspore";
+    let mut start: isize = -1;
+    let mut end = lines.len();
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains("Template") {
+            start = i as isize;
+        } else if start >= 0
+            && (if is_ms {
+                l.contains("construct")
+            } else {
+                l.contains("in forward,") || l.contains("in backward,")
+            })
+        {
+            end = i;
+            break;
+        }
+    }
+    let from = (start + 1) as usize;
+    let regard: &[&str] = if from <= end { &lines[from..end] } else { &[] };
+    let mut frame: Option<&str> = None;
+    let mut user: Vec<&str> = Vec::new();
+    let mut no_entrance = true;
+    for l in regard {
+        let file = l.split(',').next().unwrap_or("");
+        if FRAME_FILES.iter().any(|f| file.contains(f)) && no_entrance {
+            frame = Some(l);
+        } else {
+            user.push(l);
+            no_entrance = false;
+        }
+    }
+    let frame_func = match frame {
+        Some(f) => stack_in_lines(&[f])?,
+        None => Vec::new(),
+    };
+    stack_in_lines(&user)?;
+    Ok(frame_func.join("."))
+}
+
 fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
     // `get_stack_construct_by_dump_json_path`: stack.json loaded raw (new format gives no
     // per-name stacks), construct.json with micro steps stripped.
@@ -514,6 +571,8 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
     let framework = d.framework.unwrap_or("pytorch");
     let store = &d.store;
     let mut items = Vec::with_capacity(d.entries.len());
+    let mut frame_cache: HashMap<(u32, u32), std::result::Result<String, Fail>> =
+        HashMap::default();
     for e in &d.entries {
         let name = &e.name;
         let seg: Vec<&str> = name.split('.').collect();
@@ -581,55 +640,22 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
         if !is_layer && api_type != "Primitive" && api_type != "Jit" {
             let stack = d.stack_raw.get(name).copied();
             if let Some(sv) = stack.filter(|v| crate::items::truthy(store, *v)) {
-                let Val::List { .. } = sv else {
-                    return Err(format!("the stack of '{name}' is not a list of strings"));
+                // stack.json groups many entries under one stack value: scan each value once.
+                let key = match sv {
+                    Val::List { start, len } => Some((start, len)),
+                    _ => None,
                 };
-                let mut lines: Vec<&str> = Vec::new();
-                for l in store.list(sv) {
-                    match store.as_str(*l) {
-                        Some(s) => lines.push(s),
-                        None => {
-                            return Err(format!("the stack of '{name}' is not a list of strings"))
+                let cached = key.and_then(|k| frame_cache.get(&k));
+                frame_scope = match cached {
+                    Some(r) => r.clone()?,
+                    None => {
+                        let r = frame_scope_of(store, sv, name, framework);
+                        if let Some(k) = key {
+                            frame_cache.insert(k, r.clone());
                         }
+                        r?
                     }
-                }
-                let is_ms = framework == "mindspore";
-                let mut start: isize = -1;
-                let mut end = lines.len();
-                for (i, l) in lines.iter().enumerate() {
-                    if l.contains("Template") {
-                        start = i as isize;
-                    } else if start >= 0
-                        && (if is_ms {
-                            l.contains("construct")
-                        } else {
-                            l.contains("in forward,") || l.contains("in backward,")
-                        })
-                    {
-                        end = i;
-                        break;
-                    }
-                }
-                let from = (start + 1) as usize;
-                let regard: &[&str] = if from <= end { &lines[from..end] } else { &[] };
-                let mut frame: Option<&str> = None;
-                let mut user: Vec<&str> = Vec::new();
-                let mut no_entrance = true;
-                for l in regard {
-                    let file = l.split(',').next().unwrap_or("");
-                    if FRAME_FILES.iter().any(|f| file.contains(f)) && no_entrance {
-                        frame = Some(l);
-                    } else {
-                        user.push(l);
-                        no_entrance = false;
-                    }
-                }
-                let frame_func = match frame {
-                    Some(f) => stack_in_lines(&[f])?,
-                    None => Vec::new(),
                 };
-                stack_in_lines(&user)?;
-                frame_scope = frame_func.join(".");
             }
         }
         let mut full = vec![layer_scope.clone()];
