@@ -7,9 +7,8 @@
 //! `Apis_Between_Modules_All_Ranks` collections), `TPMerger` (statistics merged over the TP
 //! group with the `parallel_merge_info` lines, the RowParallelLinear/ColumnParallelLinear special
 //! cases), `PPMerger` (modules split over the stages moved into the main graph, re-ordered and
-//! renumbered), `VPPMerger` (then the model chunks folded into chunk 0) and `TPPPMerger` (PP
-//! within each PP group, then TP across them). The full (TP+PP+DP) merge is refused with an
-//! error.
+//! renumbered), `VPPMerger` (then the model chunks folded into chunk 0), `TPPPMerger` (PP
+//! within each PP group, then TP across them) and `FullMerger` (the same per DP replica).
 //!
 //! The merged graph is the main rank's [`Graph`]: nodes taken over from other ranks are appended
 //! to its arena, their items (and stacks) copied into the main rank's store; merged statistics
@@ -80,16 +79,6 @@ impl Strategy {
             Strategy::TpPp
         } else {
             Strategy::Full
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Strategy::NoParallel => "no-parallel",
-            Strategy::Tp => "TP",
-            Strategy::Pp => "PP",
-            Strategy::Vpp => "VPP",
-            Strategy::TpPp => "TP+PP",
-            Strategy::Full => "TP+PP+DP",
         }
     }
 }
@@ -365,17 +354,45 @@ pub fn merge(ranks: Vec<RankGraph>, p: &ParallelParams) -> Result<Vec<RankGraph>
             sort_merged_api_collection(&mut res.graph);
             Ok(vec![res])
         }
-        s => Err(Error::input(
-            "--pp",
-            format!(
-                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges TP, PP/VPP and TP+PP with tp * pp = rank_size",
-                s.name(),
-                p.tp,
-                p.pp,
-                p.vpp,
-                p.rank_size
-            ),
-        )),
+        Strategy::Full => {
+            // `FullMerger`: PP within each PP group (with its API collections), then TP within
+            // each TP group over the PP results: one graph per DP replica.
+            let pp = pp_groups(&ranks, p)?;
+            let tp = tp_groups(&ranks, p)?;
+            if tp.is_empty() {
+                return Err(Error::input(
+                    "--tp",
+                    "Graph merged error, and tp_groups is [].",
+                ));
+            }
+            let mapping: Vec<(i64, Vec<i64>)> = tp
+                .iter()
+                .skip(1)
+                .filter_map(|g| g.split_first().map(|(f, rest)| (*f, rest.to_vec())))
+                .collect();
+            let mut pp_results: Vec<RankGraph> = Vec::new();
+            for mut members in split_groups(ranks, &pp, "--pp")? {
+                merge_api_collections(&mut members);
+                pp_results.push(merge_group(members, p.vpp.max(1))?);
+            }
+            let mut out = Vec::new();
+            for g in &tp {
+                let mut list = Vec::new();
+                for r in g {
+                    if let Some(i) = pp_results.iter().position(|x| x.rank == *r) {
+                        list.push(pp_results.remove(i));
+                    }
+                }
+                if list.is_empty() {
+                    continue;
+                }
+                merge_api_collections(&mut list);
+                let mut res = merge_group_mapped(list, 0, mapping.clone())?;
+                sort_merged_api_collection(&mut res.graph);
+                out.push(res);
+            }
+            Ok(out)
+        }
     }
 }
 
@@ -542,7 +559,19 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
     for c in root_children {
         let name = main.graph.nodes[c as usize].name.clone();
         if name.starts_with(ABM_ALL) {
+            // Already merged (FullMerger's second round): the other graphs' per-rank collections
+            // join this one.
             new_children.push(c);
+            for o in others.iter() {
+                let Some(oc) = o.graph.get(&name) else {
+                    continue;
+                };
+                for sub in o.graph.nodes[oc as usize].children.clone() {
+                    main.graph.dedupe_names = true;
+                    let copy = adopt_plain(main, o, sub, c, 0);
+                    main.graph.nodes[c as usize].children.push(copy);
+                }
+            }
             continue;
         }
         if !name.starts_with(ABM) {
@@ -612,6 +641,54 @@ fn sort_merged_api_collection(g: &mut Graph) {
             g.nodes[c as usize].children = kids;
         }
     }
+}
+
+/// Copies node `id` of graph `o` (and its subtree) unrenamed into the main graph under `parent`;
+/// it and its children are indexed (`node_map[id] = node`: a new name goes to the end).
+fn adopt_plain(
+    main: &mut RankGraph,
+    o: &RankGraph,
+    id: NodeId,
+    parent: NodeId,
+    depth: usize,
+) -> NodeId {
+    let src = &o.graph.nodes[id as usize];
+    let mut n = src.clone();
+    n.parent = Some(parent);
+    n.children = Vec::new();
+    n.entry = None;
+    n.partner = None;
+    n.precision = None;
+    n.modified = false;
+    n.stack = match src.stack {
+        Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut main.dump.store)),
+        s => s,
+    };
+    let name = n.name.clone();
+    let (input, output) = o.graph.io(&o.dump, id);
+    let conv = |m: ItemMap, store: &mut Store| -> ItemMap {
+        m.into_iter()
+            .map(|(key, it)| (key, copy_item(&o.dump.store, &it, store)))
+            .collect()
+    };
+    let io = (
+        conv(input, &mut main.dump.store),
+        conv(output, &mut main.dump.store),
+    );
+    let nid = main.graph.nodes.len() as NodeId;
+    main.graph.nodes.push(n);
+    main.origin.insert(nid, o.node_rank(id));
+    if !io.0.is_empty() || !io.1.is_empty() {
+        main.graph.io_override.insert(nid, io);
+    }
+    if depth <= 1 && main.graph.index.insert(name, nid).is_none() {
+        main.touch(nid);
+    }
+    for c in src.children.clone() {
+        let cid = adopt_plain(main, o, c, nid, depth + 1);
+        main.graph.nodes[nid as usize].children.push(cid);
+    }
+    nid
 }
 
 /// Copies node `id` of rank `o` (and its subtree) into the main graph under `parent`.

@@ -79,7 +79,7 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
                              [s,b,h] vs HF [b,s,h]) pass the shape check; verdicts from statistics
   --rank_size N [N]          parallel merge: the ranks of each step are merged into one graph per
   --tp N [N], --pp N [N]     parallel group before export/compare (one value per side: NPU [bench]);
-  --vpp N [N], --order S [S] TP, PP/VPP, TP+PP (tp*pp = rank_size) merges; defaults vpp 1, order tp-cp-ep-dp-pp
+  --vpp N [N], --order S [S] msprobe's TP, PP, VPP, TP+PP, TP+PP+DP merges; defaults vpp 1, order tp-cp-ep-dp-pp
 
 Other commands:
   probelens suggest -tp NPU -gp BENCH [-lm [YAML]] [--min-score S] [--export-yaml OUT.yaml]
