@@ -174,21 +174,6 @@ fn unsupported_merges_say_so() {
             "2",
             "--pp",
             "1",
-            "--no-db",
-        ],
-        1,
-        "--no-db with parallel merge (--rank_size) is not supported yet",
-    );
-    fails(
-        &[
-            "-tp",
-            "npu",
-            "--rank_size",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
             "--file_type",
             "json",
         ],
@@ -269,4 +254,35 @@ fn no_parallel_merge_renames_the_api_collections() {
     );
     let _ = std::fs::remove_dir_all(&src);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--no-db` merges and compares, prints the counts of each merged graph, writes nothing.
+#[test]
+fn no_db_prints_the_merged_counts() {
+    let out = tmp("no-db");
+    let o = run(
+        &[
+            "-tp",
+            "npu",
+            "-gp",
+            "bench",
+            "--rank_size",
+            "2",
+            "2",
+            "--tp",
+            "2",
+            "2",
+            "--pp",
+            "1",
+            "1",
+            "--no-db",
+        ],
+        &out,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "step 0 rank 0: NPU 238 nodes, 238 matched, 0 errors\n"
+    );
+    assert!(!out.exists());
 }
