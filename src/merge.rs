@@ -138,7 +138,10 @@ pub type Groups = Vec<Vec<i64>>;
 /// `get_tp_pp_default_groups` (Megatron's `RankGenerator` with cp = ep = 1): (tp groups, pp groups).
 pub fn default_groups(p: &ParallelParams) -> Result<(Groups, Groups)> {
     let bad = |msg: String| Err(Error::input("--order", msg));
-    let product = p.tp * p.pp;
+    let product = p.tp.checked_mul(p.pp).unwrap_or(0);
+    if p.rank_size > 1 << 20 {
+        return bad(format!("rank_size {} is beyond any dump", p.rank_size));
+    }
     if product <= 0 || p.rank_size % product != 0 {
         return bad(format!(
             "the world size ({}) is not divisible by tp * pp ({product})",
@@ -652,6 +655,30 @@ fn adopt_plain(
     parent: NodeId,
     depth: usize,
 ) -> NodeId {
+    // Iterative pre-order (a crafted dump may nest deeper than the call stack allows).
+    let mut top = ROOT;
+    let mut stack = vec![(id, parent, depth, true)];
+    while let Some((id, parent, depth, is_top)) = stack.pop() {
+        let nid = adopt_plain_one(main, o, id, parent, depth);
+        if is_top {
+            top = nid;
+        } else {
+            main.graph.nodes[parent as usize].children.push(nid);
+        }
+        for c in o.graph.nodes[id as usize].children.iter().rev() {
+            stack.push((*c, nid, depth + 1, false));
+        }
+    }
+    top
+}
+
+fn adopt_plain_one(
+    main: &mut RankGraph,
+    o: &RankGraph,
+    id: NodeId,
+    parent: NodeId,
+    depth: usize,
+) -> NodeId {
     let src = &o.graph.nodes[id as usize];
     let mut n = src.clone();
     n.parent = Some(parent);
@@ -684,16 +711,37 @@ fn adopt_plain(
     if depth <= 1 && main.graph.index.insert(name, nid).is_none() {
         main.touch(nid);
     }
-    for c in src.children.clone() {
-        let cid = adopt_plain(main, o, c, nid, depth + 1);
-        main.graph.nodes[nid as usize].children.push(cid);
-    }
     nid
 }
 
 /// Copies node `id` of rank `o` (and its subtree) into the main graph under `parent`.
 /// `depth` 0 is the collection (renamed to `name`), 1 its APIs (`_rank{r}` added, indexed).
 fn adopt(
+    main: &mut RankGraph,
+    o: &RankGraph,
+    id: NodeId,
+    parent: Option<NodeId>,
+    name: Option<String>,
+    depth: usize,
+) -> NodeId {
+    // Iterative pre-order (a crafted dump may nest deeper than the call stack allows).
+    let mut top = ROOT;
+    let mut stack = vec![(id, parent, name, depth, true)];
+    while let Some((id, parent, name, depth, is_top)) = stack.pop() {
+        let nid = adopt_one(main, o, id, parent, name, depth);
+        if is_top {
+            top = nid;
+        } else if let Some(p) = parent {
+            main.graph.nodes[p as usize].children.push(nid);
+        }
+        for c in o.graph.nodes[id as usize].children.iter().rev() {
+            stack.push((*c, Some(nid), None, depth + 1, false));
+        }
+    }
+    top
+}
+
+fn adopt_one(
     main: &mut RankGraph,
     o: &RankGraph,
     id: NodeId,
@@ -752,11 +800,6 @@ fn adopt(
     }
     if !io.0.is_empty() || !io.1.is_empty() {
         main.graph.io_override.insert(nid, io);
-    }
-    let kids = src.children.clone();
-    for c in kids {
-        let cid = adopt(main, o, c, Some(nid), None, depth + 1);
-        main.graph.nodes[nid as usize].children.push(cid);
     }
     nid
 }
@@ -1629,27 +1672,30 @@ impl Tp<'_> {
                     .collect()
             })
             .collect();
+        use std::collections::HashSet;
+        let main_set: HashSet<&str> = main_ids.iter().map(String::as_str).collect();
+        let sets: Vec<HashSet<&str>> = lists
+            .iter()
+            .map(|l| l.iter().map(|(_, _, n)| n.as_str()).collect())
+            .collect();
         let mut unique = Vec::new();
         for (i, list) in lists.iter().enumerate() {
-            let mut seen: Vec<&str> = Vec::new();
+            // A dict keeps the last node of a repeated id, at the first one's place.
+            let mut last: crate::HashMap<&str, NodeId> = Default::default();
+            for (_, c, n) in list {
+                last.insert(n.as_str(), *c);
+            }
+            let mut seen: HashSet<&str> = HashSet::new();
             for (r, c, n) in list {
-                let elsewhere = main_ids.iter().any(|m| m == n)
-                    || lists
+                let elsewhere = main_set.contains(n.as_str())
+                    || sets
                         .iter()
                         .enumerate()
-                        .any(|(j, l)| j != i && l.iter().any(|(_, _, x)| x == n));
-                // A dict keeps the last node of a repeated id, at the first one's place.
-                if elsewhere || seen.contains(&n.as_str()) {
+                        .any(|(j, set)| j != i && set.contains(n.as_str()));
+                if elsewhere || !seen.insert(n.as_str()) {
                     continue;
                 }
-                seen.push(n);
-                let last = list
-                    .iter()
-                    .rev()
-                    .find(|(_, _, x)| x == n)
-                    .map(|(_, c2, _)| *c2)
-                    .unwrap_or(*c);
-                unique.push((*r, last));
+                unique.push((*r, last.get(n.as_str()).copied().unwrap_or(*c)));
             }
         }
         for (r, c) in unique {
@@ -1672,6 +1718,28 @@ impl Tp<'_> {
         parent: Option<NodeId>,
         rank: i64,
     ) -> NodeId {
+        // Iterative pre-order: the same order as msprobe's recursion, without its depth.
+        let mut top = ROOT;
+        let mut stack = vec![(oid, parent, true)];
+        while let Some((oid, parent, is_top)) = stack.pop() {
+            let nid = self.move_one(r, oid, parent, rank);
+            if is_top {
+                top = nid;
+            } else if let Some(p) = parent {
+                self.main.graph.nodes[p as usize].children.push(nid);
+            }
+            for c in self.others[r].graph.nodes[oid as usize]
+                .children
+                .iter()
+                .rev()
+            {
+                stack.push((*c, Some(nid), false));
+            }
+        }
+        top
+    }
+
+    fn move_one(&mut self, r: usize, oid: NodeId, parent: Option<NodeId>, rank: i64) -> NodeId {
         let orig = self.cur_name(r, oid).to_string();
         let position = match self.others[r].graph.nodes[oid as usize].parent {
             Some(p) => self.others[r].graph.nodes[p as usize]
@@ -1696,7 +1764,6 @@ impl Tp<'_> {
             Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut self.main.dump.store)),
             s => s,
         };
-        let kids = src.children.clone();
         let io = self.other_items(r, oid);
         let nid = self.main.graph.nodes.len() as NodeId;
         self.main.graph.nodes.push(n);
@@ -1708,10 +1775,6 @@ impl Tp<'_> {
             self.main.touch(nid);
         }
         self.moved[r].insert(oid, nid);
-        for c in kids {
-            let cid = self.move_marked_as(r, c, Some(nid), rank);
-            self.main.graph.nodes[nid as usize].children.push(cid);
-        }
         nid
     }
 
