@@ -359,7 +359,15 @@ impl Ctx<'_> {
         let rn = recount(self.gn, n);
         let rb: HashMap<String, NodeId> = recount(self.gb, b).into_iter().collect();
         for (key, api_n) in rn {
+            // msprobe resolves the recounted ids through `node_map` (which matters where a
+            // parallel merge left two nodes of one name: the map holds the later one).
+            let Some(api_n) = self.gn.get(&self.gn.nodes[api_n as usize].name) else {
+                continue;
+            };
             let Some(&api_b) = rb.get(&key) else { continue };
+            let Some(api_b) = self.gb.get(&self.gb.nodes[api_b as usize].name) else {
+                continue;
+            };
             self.link(api_n, api_b);
             self.compare_pair(api_n, api_b);
         }

@@ -118,6 +118,9 @@ pub struct Graph {
     pub io_override: HashMap<NodeId, (ItemMap, ItemMap)>,
     /// Parallel merge: the node's `parallel_merge_info` lines.
     pub merge_info: HashMap<NodeId, Vec<String>>,
+    /// Parallel merge: the tree may hold two nodes of one name; [`Graph::post_order`] then keeps
+    /// the first, as msprobe's `get_sorted_nodes` (visited by id) does.
+    pub dedupe_names: bool,
 }
 
 pub const ROOT: NodeId = 0;
@@ -166,6 +169,7 @@ impl Graph {
             micro_step_num: None,
             io_override: HashMap::default(),
             merge_info: HashMap::default(),
+            dedupe_names: false,
         };
         g.add("DefaultModel".to_string(), NodeOp::Module, None);
         g
@@ -257,13 +261,20 @@ impl Graph {
     pub fn post_order(&self) -> Vec<NodeId> {
         let mut order = Vec::with_capacity(self.nodes.len());
         let mut visited = vec![false; self.nodes.len()];
+        let mut names: std::collections::HashSet<&str> = Default::default();
         let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
         while let Some((id, processed)) = stack.pop() {
             if visited[id as usize] {
                 continue;
             }
+            if self.dedupe_names && names.contains(self.nodes[id as usize].name.as_str()) {
+                continue;
+            }
             if processed {
                 visited[id as usize] = true;
+                if self.dedupe_names {
+                    names.insert(&self.nodes[id as usize].name);
+                }
                 order.push(id);
             } else {
                 stack.push((id, true));

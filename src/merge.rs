@@ -7,9 +7,8 @@
 //! `Apis_Between_Modules_All_Ranks` collections), `TPMerger` (statistics merged over the TP
 //! group with the `parallel_merge_info` lines, the RowParallelLinear/ColumnParallelLinear special
 //! cases), `PPMerger` (modules split over the stages moved into the main graph, re-ordered and
-//! renumbered), `VPPMerger` (then the model chunks folded into chunk 0) and `TPPPMerger` (PP
-//! within each PP group, then TP across them). The full (TP+PP+DP) merge is refused with an
-//! error.
+//! renumbered), `VPPMerger` (then the model chunks folded into chunk 0), `TPPPMerger` (PP
+//! within each PP group, then TP across them) and `FullMerger` (the same per DP replica).
 //!
 //! The merged graph is the main rank's [`Graph`]: nodes taken over from other ranks are appended
 //! to its arena, their items (and stacks) copied into the main rank's store; merged statistics
@@ -82,16 +81,6 @@ impl Strategy {
             Strategy::Full
         }
     }
-    fn name(self) -> &'static str {
-        match self {
-            Strategy::NoParallel => "no-parallel",
-            Strategy::Tp => "TP",
-            Strategy::Pp => "PP",
-            Strategy::Vpp => "VPP",
-            Strategy::TpPp => "TP+PP",
-            Strategy::Full => "TP+PP+DP",
-        }
-    }
 }
 
 /// `validate_parallel_param`: `ranks` is the number of rank folders of the side's dump folder
@@ -149,7 +138,10 @@ pub type Groups = Vec<Vec<i64>>;
 /// `get_tp_pp_default_groups` (Megatron's `RankGenerator` with cp = ep = 1): (tp groups, pp groups).
 pub fn default_groups(p: &ParallelParams) -> Result<(Groups, Groups)> {
     let bad = |msg: String| Err(Error::input("--order", msg));
-    let product = p.tp * p.pp;
+    let product = p.tp.checked_mul(p.pp).unwrap_or(0);
+    if p.rank_size > 1 << 20 {
+        return bad(format!("rank_size {} is beyond any dump", p.rank_size));
+    }
     if product <= 0 || p.rank_size % product != 0 {
         return bad(format!(
             "the world size ({}) is not divisible by tp * pp ({product})",
@@ -365,17 +357,45 @@ pub fn merge(ranks: Vec<RankGraph>, p: &ParallelParams) -> Result<Vec<RankGraph>
             sort_merged_api_collection(&mut res.graph);
             Ok(vec![res])
         }
-        s => Err(Error::input(
-            "--pp",
-            format!(
-                "parallel merge with the {} strategy (tp={}, pp={}, vpp={}, rank_size={}) is not supported yet; probelens merges TP, PP/VPP and TP+PP with tp * pp = rank_size",
-                s.name(),
-                p.tp,
-                p.pp,
-                p.vpp,
-                p.rank_size
-            ),
-        )),
+        Strategy::Full => {
+            // `FullMerger`: PP within each PP group (with its API collections), then TP within
+            // each TP group over the PP results: one graph per DP replica.
+            let pp = pp_groups(&ranks, p)?;
+            let tp = tp_groups(&ranks, p)?;
+            if tp.is_empty() {
+                return Err(Error::input(
+                    "--tp",
+                    "Graph merged error, and tp_groups is [].",
+                ));
+            }
+            let mapping: Vec<(i64, Vec<i64>)> = tp
+                .iter()
+                .skip(1)
+                .filter_map(|g| g.split_first().map(|(f, rest)| (*f, rest.to_vec())))
+                .collect();
+            let mut pp_results: Vec<RankGraph> = Vec::new();
+            for mut members in split_groups(ranks, &pp, "--pp")? {
+                merge_api_collections(&mut members);
+                pp_results.push(merge_group(members, p.vpp.max(1))?);
+            }
+            let mut out = Vec::new();
+            for g in &tp {
+                let mut list = Vec::new();
+                for r in g {
+                    if let Some(i) = pp_results.iter().position(|x| x.rank == *r) {
+                        list.push(pp_results.remove(i));
+                    }
+                }
+                if list.is_empty() {
+                    continue;
+                }
+                merge_api_collections(&mut list);
+                let mut res = merge_group_mapped(list, 0, mapping.clone())?;
+                sort_merged_api_collection(&mut res.graph);
+                out.push(res);
+            }
+            Ok(out)
+        }
     }
 }
 
@@ -542,7 +562,19 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
     for c in root_children {
         let name = main.graph.nodes[c as usize].name.clone();
         if name.starts_with(ABM_ALL) {
+            // Already merged (FullMerger's second round): the other graphs' per-rank collections
+            // join this one.
             new_children.push(c);
+            for o in others.iter() {
+                let Some(oc) = o.graph.get(&name) else {
+                    continue;
+                };
+                for sub in o.graph.nodes[oc as usize].children.clone() {
+                    main.graph.dedupe_names = true;
+                    let copy = adopt_plain(main, o, sub, c, 0);
+                    main.graph.nodes[c as usize].children.push(copy);
+                }
+            }
             continue;
         }
         if !name.starts_with(ABM) {
@@ -614,9 +646,102 @@ fn sort_merged_api_collection(g: &mut Graph) {
     }
 }
 
+/// Copies node `id` of graph `o` (and its subtree) unrenamed into the main graph under `parent`;
+/// it and its children are indexed (`node_map[id] = node`: a new name goes to the end).
+fn adopt_plain(
+    main: &mut RankGraph,
+    o: &RankGraph,
+    id: NodeId,
+    parent: NodeId,
+    depth: usize,
+) -> NodeId {
+    // Iterative pre-order (a crafted dump may nest deeper than the call stack allows).
+    let mut top = ROOT;
+    let mut stack = vec![(id, parent, depth, true)];
+    while let Some((id, parent, depth, is_top)) = stack.pop() {
+        let nid = adopt_plain_one(main, o, id, parent, depth);
+        if is_top {
+            top = nid;
+        } else {
+            main.graph.nodes[parent as usize].children.push(nid);
+        }
+        for c in o.graph.nodes[id as usize].children.iter().rev() {
+            stack.push((*c, nid, depth + 1, false));
+        }
+    }
+    top
+}
+
+fn adopt_plain_one(
+    main: &mut RankGraph,
+    o: &RankGraph,
+    id: NodeId,
+    parent: NodeId,
+    depth: usize,
+) -> NodeId {
+    let src = &o.graph.nodes[id as usize];
+    let mut n = src.clone();
+    n.parent = Some(parent);
+    n.children = Vec::new();
+    n.entry = None;
+    n.partner = None;
+    n.precision = None;
+    n.modified = false;
+    n.stack = match src.stack {
+        Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut main.dump.store)),
+        s => s,
+    };
+    let name = n.name.clone();
+    let (input, output) = o.graph.io(&o.dump, id);
+    let conv = |m: ItemMap, store: &mut Store| -> ItemMap {
+        m.into_iter()
+            .map(|(key, it)| (key, copy_item(&o.dump.store, &it, store)))
+            .collect()
+    };
+    let io = (
+        conv(input, &mut main.dump.store),
+        conv(output, &mut main.dump.store),
+    );
+    let nid = main.graph.nodes.len() as NodeId;
+    main.graph.nodes.push(n);
+    main.origin.insert(nid, o.node_rank(id));
+    if !io.0.is_empty() || !io.1.is_empty() {
+        main.graph.io_override.insert(nid, io);
+    }
+    if depth <= 1 && main.graph.index.insert(name, nid).is_none() {
+        main.touch(nid);
+    }
+    nid
+}
+
 /// Copies node `id` of rank `o` (and its subtree) into the main graph under `parent`.
 /// `depth` 0 is the collection (renamed to `name`), 1 its APIs (`_rank{r}` added, indexed).
 fn adopt(
+    main: &mut RankGraph,
+    o: &RankGraph,
+    id: NodeId,
+    parent: Option<NodeId>,
+    name: Option<String>,
+    depth: usize,
+) -> NodeId {
+    // Iterative pre-order (a crafted dump may nest deeper than the call stack allows).
+    let mut top = ROOT;
+    let mut stack = vec![(id, parent, name, depth, true)];
+    while let Some((id, parent, name, depth, is_top)) = stack.pop() {
+        let nid = adopt_one(main, o, id, parent, name, depth);
+        if is_top {
+            top = nid;
+        } else if let Some(p) = parent {
+            main.graph.nodes[p as usize].children.push(nid);
+        }
+        for c in o.graph.nodes[id as usize].children.iter().rev() {
+            stack.push((*c, Some(nid), None, depth + 1, false));
+        }
+    }
+    top
+}
+
+fn adopt_one(
     main: &mut RankGraph,
     o: &RankGraph,
     id: NodeId,
@@ -675,11 +800,6 @@ fn adopt(
     }
     if !io.0.is_empty() || !io.1.is_empty() {
         main.graph.io_override.insert(nid, io);
-    }
-    let kids = src.children.clone();
-    for c in kids {
-        let cid = adopt(main, o, c, Some(nid), None, depth + 1);
-        main.graph.nodes[nid as usize].children.push(cid);
     }
     nid
 }
@@ -1552,27 +1672,30 @@ impl Tp<'_> {
                     .collect()
             })
             .collect();
+        use std::collections::HashSet;
+        let main_set: HashSet<&str> = main_ids.iter().map(String::as_str).collect();
+        let sets: Vec<HashSet<&str>> = lists
+            .iter()
+            .map(|l| l.iter().map(|(_, _, n)| n.as_str()).collect())
+            .collect();
         let mut unique = Vec::new();
         for (i, list) in lists.iter().enumerate() {
-            let mut seen: Vec<&str> = Vec::new();
+            // A dict keeps the last node of a repeated id, at the first one's place.
+            let mut last: crate::HashMap<&str, NodeId> = Default::default();
+            for (_, c, n) in list {
+                last.insert(n.as_str(), *c);
+            }
+            let mut seen: HashSet<&str> = HashSet::new();
             for (r, c, n) in list {
-                let elsewhere = main_ids.iter().any(|m| m == n)
-                    || lists
+                let elsewhere = main_set.contains(n.as_str())
+                    || sets
                         .iter()
                         .enumerate()
-                        .any(|(j, l)| j != i && l.iter().any(|(_, _, x)| x == n));
-                // A dict keeps the last node of a repeated id, at the first one's place.
-                if elsewhere || seen.contains(&n.as_str()) {
+                        .any(|(j, set)| j != i && set.contains(n.as_str()));
+                if elsewhere || !seen.insert(n.as_str()) {
                     continue;
                 }
-                seen.push(n);
-                let last = list
-                    .iter()
-                    .rev()
-                    .find(|(_, _, x)| x == n)
-                    .map(|(_, c2, _)| *c2)
-                    .unwrap_or(*c);
-                unique.push((*r, last));
+                unique.push((*r, last.get(n.as_str()).copied().unwrap_or(*c)));
             }
         }
         for (r, c) in unique {
@@ -1595,6 +1718,28 @@ impl Tp<'_> {
         parent: Option<NodeId>,
         rank: i64,
     ) -> NodeId {
+        // Iterative pre-order: the same order as msprobe's recursion, without its depth.
+        let mut top = ROOT;
+        let mut stack = vec![(oid, parent, true)];
+        while let Some((oid, parent, is_top)) = stack.pop() {
+            let nid = self.move_one(r, oid, parent, rank);
+            if is_top {
+                top = nid;
+            } else if let Some(p) = parent {
+                self.main.graph.nodes[p as usize].children.push(nid);
+            }
+            for c in self.others[r].graph.nodes[oid as usize]
+                .children
+                .iter()
+                .rev()
+            {
+                stack.push((*c, Some(nid), false));
+            }
+        }
+        top
+    }
+
+    fn move_one(&mut self, r: usize, oid: NodeId, parent: Option<NodeId>, rank: i64) -> NodeId {
         let orig = self.cur_name(r, oid).to_string();
         let position = match self.others[r].graph.nodes[oid as usize].parent {
             Some(p) => self.others[r].graph.nodes[p as usize]
@@ -1619,7 +1764,6 @@ impl Tp<'_> {
             Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut self.main.dump.store)),
             s => s,
         };
-        let kids = src.children.clone();
         let io = self.other_items(r, oid);
         let nid = self.main.graph.nodes.len() as NodeId;
         self.main.graph.nodes.push(n);
@@ -1631,10 +1775,6 @@ impl Tp<'_> {
             self.main.touch(nid);
         }
         self.moved[r].insert(oid, nid);
-        for c in kids {
-            let cid = self.move_marked_as(r, c, Some(nid), rank);
-            self.main.graph.nodes[nid as usize].children.push(cid);
-        }
         nid
     }
 

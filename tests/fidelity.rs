@@ -292,6 +292,8 @@ variant!(parallel_tppp_build, "parallel_tppp", "build_tp2pp2");
 variant!(parallel_tppp_compare, "parallel_tppp", "compare_tp2pp2");
 variant!(parallel_vpp_build, "parallel_vpp", "build_pp2vpp2");
 variant!(parallel_vpp_compare, "parallel_vpp", "compare_pp2vpp2");
+variant!(parallel_full_build, "parallel_full", "build_tp2pp2dp2");
+variant!(parallel_full_compare, "parallel_full", "compare_tp2pp2dp2");
 
 /// The shipped Qwen2.5 template gives msprobe's result with the fixture's mapping (it holds the
 /// same rules), on every case that has a mapped reference.
@@ -346,6 +348,8 @@ fn all_variants_covered() {
         "parallel_tppp/compare_tp2pp2",
         "parallel_vpp/build_pp2vpp2",
         "parallel_vpp/compare_pp2vpp2",
+        "parallel_full/build_tp2pp2dp2",
+        "parallel_full/compare_tp2pp2dp2",
     ];
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {

@@ -164,22 +164,6 @@ fn parameter_counts_follow_the_task() {
 
 #[test]
 fn unsupported_merges_say_so() {
-    // tp * pp < rank_size with tp, pp > 1 (msprobe's FullMerger): eight rank folders (the two
-    // ranks four times).
-    let four = tmp("eight-ranks");
-    for r in 0..8 {
-        let d = four.join(format!("rank{r}"));
-        std::fs::create_dir_all(&d).unwrap();
-        for f in ["dump.json", "construct.json", "stack.json"] {
-            std::fs::copy(case().join(format!("npu/rank{}", r % 2)).join(f), d.join(f)).unwrap();
-        }
-    }
-    fails(
-        &["-tp", four.to_str().unwrap(), "--rank_size", "8", "--tp", "2", "--pp", "2"],
-        1,
-        "parallel merge with the TP+PP+DP strategy (tp=2, pp=2, vpp=1, rank_size=8) is not supported yet",
-    );
-    let _ = std::fs::remove_dir_all(&four);
     fails(
         &[
             "-tp",
@@ -270,4 +254,35 @@ fn no_parallel_merge_renames_the_api_collections() {
     );
     let _ = std::fs::remove_dir_all(&src);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `--no-db` merges and compares, prints the counts of each merged graph, writes nothing.
+#[test]
+fn no_db_prints_the_merged_counts() {
+    let out = tmp("no-db");
+    let o = run(
+        &[
+            "-tp",
+            "npu",
+            "-gp",
+            "bench",
+            "--rank_size",
+            "2",
+            "2",
+            "--tp",
+            "2",
+            "2",
+            "--pp",
+            "1",
+            "1",
+            "--no-db",
+        ],
+        &out,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "step 0 rank 0: NPU 238 nodes, 238 matched, 0 errors\n"
+    );
+    assert!(!out.exists());
 }

@@ -79,7 +79,7 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
                              [s,b,h] vs HF [b,s,h]) pass the shape check; verdicts from statistics
   --rank_size N [N]          parallel merge: the ranks of each step are merged into one graph per
   --tp N [N], --pp N [N]     parallel group before export/compare (one value per side: NPU [bench]);
-  --vpp N [N], --order S [S] TP, PP/VPP, TP+PP (tp*pp = rank_size) merges; defaults vpp 1, order tp-cp-ep-dp-pp
+  --vpp N [N], --order S [S] msprobe's TP, PP, VPP, TP+PP, TP+PP+DP merges; defaults vpp 1, order tp-cp-ep-dp-pp
 
 Other commands:
   probelens suggest -tp NPU -gp BENCH [-lm [YAML]] [--min-score S] [--export-yaml OUT.yaml]
@@ -678,11 +678,20 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         overflow_check: a.overflow,
         layout_aware: a.layout_aware,
     };
-    if a.no_db && parallel.is_some() {
-        return Err(Error::input(
-            "--no-db",
-            "--no-db with parallel merge (--rank_size) is not supported yet",
-        ));
+    if a.no_db {
+        if let Some(params) = &parallel {
+            for unit in &units {
+                if let Unit::Step(st) = unit {
+                    for (pair, res) in run_parallel_step(&npu, bench.as_ref(), st, params, &opts)? {
+                        for d in &res.diagnostics {
+                            eprintln!("probelens: {d}");
+                        }
+                        print_counts(&pair, &res);
+                    }
+                }
+            }
+            return Ok(PathBuf::new());
+        }
     }
     if a.no_db {
         return compare_only(a, &npu, bench.as_ref(), &plan, &opts, t0);
@@ -1023,6 +1032,28 @@ fn leave_to_exit(res: run::PairResult) {
 }
 
 /// `--no-db`: builds and compares every pair and prints counts; writes nothing.
+/// `--no-db`'s line for one pair: node, matched and error counts of the NPU graph.
+fn print_counts(pair: &PairPlan, res: &run::PairResult) {
+    let g = &res.npu.graph;
+    let reachable = g.post_order();
+    let matched = reachable
+        .iter()
+        .filter(|id| g.node(**id).partner.is_some())
+        .count();
+    let errors = reachable
+        .iter()
+        .filter(|id| g.node(**id).precision.is_some_and(|p| p.0 >= 1.0))
+        .count();
+    println!(
+        "step {} rank {}: NPU {} nodes, {} matched, {} errors",
+        pair.step,
+        pair.rank,
+        reachable.len(),
+        matched,
+        errors
+    );
+}
+
 fn compare_only(
     a: &Args,
     npu: &FsFiles,
@@ -1040,24 +1071,7 @@ fn compare_only(
         for d in &res.diagnostics {
             eprintln!("probelens: {d}");
         }
-        let g = &res.npu.graph;
-        let reachable = g.pre_order();
-        let matched = reachable
-            .iter()
-            .filter(|id| g.node(**id).partner.is_some())
-            .count();
-        let errors = reachable
-            .iter()
-            .filter(|id| g.node(**id).precision.is_some_and(|p| p.0 >= 1.0))
-            .count();
-        println!(
-            "step {} rank {}: NPU {} nodes, {} matched, {} errors",
-            pair.step,
-            pair.rank,
-            reachable.len(),
-            matched,
-            errors
-        );
+        print_counts(pair, &res);
         if a.timing {
             eprintln!(
                 "probelens: step {} rank {}: parse {:.3}s, build+compare {:.3}s",
