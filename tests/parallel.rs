@@ -164,22 +164,6 @@ fn parameter_counts_follow_the_task() {
 
 #[test]
 fn unsupported_merges_say_so() {
-    fails(
-        &[
-            "-tp",
-            "npu",
-            "--rank_size",
-            "2",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
-            "--file_type",
-            "json",
-        ],
-        2,
-        "not supported yet",
-    );
     // A single rank folder is no multi-rank data.
     fails(
         &[
@@ -285,4 +269,97 @@ fn no_db_prints_the_merged_counts() {
         "step 0 rank 0: NPU 238 nodes, 238 matched, 0 errors\n"
     );
     assert!(!out.exists());
+}
+
+/// `--file_type json` (a parallel-merge build): the merged graphs as dump folders, byte for byte
+/// msprobe's (`reference_json/<variant>/step*/rank*/*.json.gz`).
+#[test]
+fn json_export_matches_msprobe() {
+    use std::io::Read;
+    for (fixture, variant) in [("parallel_tp", "build_tp2"), ("parallel_pp", "build_pp2")] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(fixture);
+        let vdir = dir.join("reference_json").join(variant);
+        let cmd = std::fs::read_to_string(vdir.join("cmd.txt")).unwrap();
+        let mut words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+        let out = tmp(&format!("json-{variant}"));
+        let o = words.iter().position(|w| w == "-o").unwrap();
+        words[o + 1] = out.display().to_string();
+        let res = Command::new(env!("CARGO_BIN_EXE_probelens"))
+            .args(&words[1..])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            res.status.success(),
+            "{}",
+            String::from_utf8_lossy(&res.stderr)
+        );
+        let mut expected = Vec::new();
+        let mut stack = vec![vdir.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.to_string_lossy().ends_with(".json.gz") {
+                    expected.push(p);
+                }
+            }
+        }
+        assert_eq!(expected.len(), 3, "{variant}");
+        for p in expected {
+            let rel = p
+                .strip_prefix(&vdir)
+                .unwrap()
+                .to_string_lossy()
+                .trim_end_matches(".gz")
+                .to_string();
+            let mut want = Vec::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(&p).unwrap())
+                .read_to_end(&mut want)
+                .unwrap();
+            let got = std::fs::read(out.join(&rel)).unwrap();
+            assert!(got == want, "{variant}/{rel} differs from msprobe's");
+        }
+        let dbs = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().to_string_lossy().contains(".vis.db"))
+            .count();
+        assert_eq!(dbs, 0);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+/// msprobe's messages for `--file_type json` outside a parallel-merge build.
+#[test]
+fn json_export_only_for_parallel_builds() {
+    fails(
+        &[
+            "-tp",
+            "npu",
+            "-gp",
+            "bench",
+            "--rank_size",
+            "2",
+            "2",
+            "--tp",
+            "2",
+            "2",
+            "--pp",
+            "1",
+            "1",
+            "--file_type",
+            "json",
+        ],
+        1,
+        "The --file_type json parameter is not supported in graph comparison mode.",
+    );
+    fails(
+        &["-tp", "npu", "--file_type", "xml"],
+        2,
+        "invalid choice: 'xml'",
+    );
 }

@@ -80,6 +80,7 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
   --rank_size N [N]          parallel merge: the ranks of each step are merged into one graph per
   --tp N [N], --pp N [N]     parallel group before export/compare (one value per side: NPU [bench]);
   --vpp N [N], --order S [S] msprobe's TP, PP, VPP, TP+PP, TP+PP+DP merges; defaults vpp 1, order tp-cp-ep-dp-pp
+  --file_type {db,json}      json: a parallel-merge build writes the merged graphs as dump folders
 
 Other commands:
   probelens suggest -tp NPU -gp BENCH [-lm [YAML]] [--min-score S] [--export-yaml OUT.yaml]
@@ -122,6 +123,8 @@ struct Args {
     pp: Vec<i64>,
     vpp: Vec<i64>,
     order: Vec<String>,
+    /// `--file_type json`.
+    json: bool,
 }
 
 /// msprobe's `load_parallel_param`: the parallel parameters of each side, or None without
@@ -171,6 +174,7 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
     let mut layout_aware = false;
     let (mut rank_size, mut tp, mut pp, mut vpp, mut order) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut json = false;
     let mut i = 0;
     // argparse's nargs='+': every following argument up to the next option.
     let values = |i: &mut usize,
@@ -263,12 +267,8 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
                     None => value(&mut i, flag)?.display().to_string(),
                 };
                 match v.as_str() {
-                    "db" => {}
-                    "json" => {
-                        return Err(format!(
-                            "argument {flag}: the json export of a parallel merge build is not supported yet"
-                        ))
-                    }
+                    "db" => json = false,
+                    "json" => json = true,
                     other => {
                         return Err(format!(
                             "argument {flag}: invalid choice: '{other}' (choose from 'db', 'json')"
@@ -298,6 +298,7 @@ fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
         pp,
         vpp,
         order,
+        json,
     })
 }
 
@@ -678,11 +679,25 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         overflow_check: a.overflow,
         layout_aware: a.layout_aware,
     };
+    if a.json && a.golden.is_some() {
+        return Err(Error::input(
+            "--file_type",
+            "The --file_type json parameter is not supported in graph comparison mode. Please remove the -gp/--golden_path parameter or use --file_type db.",
+        ));
+    }
+    if a.json && parallel.is_none() {
+        eprintln!("probelens: warning: The --file_type json parameter is only supported in graph merge build scenarios. Falling back to default db output.");
+    }
+    if let (true, Some(params)) = (a.json, &parallel) {
+        return json_export(&npu, &units, params, &opts, &a.output);
+    }
     if a.no_db {
         if let Some(params) = &parallel {
             for unit in &units {
                 if let Unit::Step(st) = unit {
-                    for (pair, res) in run_parallel_step(&npu, bench.as_ref(), st, params, &opts)? {
+                    for (pair, res) in
+                        run_parallel_step(&npu, bench.as_ref(), st, params, &opts, true)?
+                    {
                         for d in &res.diagnostics {
                             eprintln!("probelens: {d}");
                         }
@@ -757,7 +772,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                     }
                     Unit::Step(s) => {
                         let params = parallel.as_deref().unwrap_or_default();
-                        run_parallel_step(&npu, bench.as_ref(), s, params, &opts)?
+                        run_parallel_step(&npu, bench.as_ref(), s, params, &opts, true)?
                     }
                 };
                 if rank_list.is_none() && parallel.is_some() {
@@ -923,6 +938,62 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     Ok(db_path)
 }
 
+/// The tensor folder msprobe records for a graph (`dump_data_dir`, or the rank folder's
+/// `dump_tensor_data` when the dump was moved).
+fn tensor_dir(files: &FsFiles, dir: &str, d: &probelens::dump::RankDump) -> Option<String> {
+    let dd = d.dump_data_dir.as_ref()?;
+    let base = std::fs::canonicalize(files.root.join(dir)).ok()?;
+    let parent = Path::new(dd)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    Some(if parent == base {
+        dd.clone()
+    } else {
+        base.join("dump_tensor_data").display().to_string()
+    })
+}
+
+/// `--file_type json` with `--rank_size` (build): every merged graph as
+/// `<out>/step<S>/rank<R>/{construct,dump,stack}.json` (`GraphJsonExporter`); no db.
+fn json_export(
+    npu: &FsFiles,
+    units: &[Unit],
+    params: &[probelens::merge::ParallelParams],
+    opts: &RunOptions,
+    out: &Path,
+) -> Result<PathBuf> {
+    for unit in units {
+        let Unit::Step(st) = unit else { continue };
+        for (pair, res) in run_parallel_step(npu, None, st, params, opts, false)? {
+            for d in &res.diagnostics {
+                eprintln!("probelens: {d}");
+            }
+            let dir = out
+                .join(format!("step{}", pair.step))
+                .join(format!("rank{}", pair.rank));
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                Error::input(
+                    dir.display().to_string(),
+                    format!("cannot create the folder: {e}"),
+                )
+            })?;
+            let dd = tensor_dir(npu, &pair.npu_dir, &res.npu.dump);
+            let texts = probelens::merge::json_files(&res.npu.graph, &res.npu.dump, dd.as_deref());
+            for (name, text) in ["construct.json", "dump.json", "stack.json"]
+                .iter()
+                .zip(texts)
+            {
+                let p = dir.join(name);
+                std::fs::write(&p, text).map_err(|e| {
+                    Error::input(p.display().to_string(), format!("cannot write: {e}"))
+                })?;
+            }
+        }
+    }
+    Ok(out.to_path_buf())
+}
+
 /// What one turn of the export loop builds: a (step, rank) pair, or a whole step merged.
 enum Unit<'a> {
     Single(&'a PairPlan),
@@ -937,6 +1008,7 @@ fn run_parallel_step(
     s: &probelens::merge::ParallelStep,
     params: &[probelens::merge::ParallelParams],
     opts: &RunOptions,
+    for_db: bool,
 ) -> Result<Vec<(PairPlan, run::PairResult)>> {
     use probelens::merge;
     let pn = params
@@ -962,7 +1034,7 @@ fn run_parallel_step(
         }
         _ => None,
     };
-    Ok(merge::run_step(nd, bd, params, opts)?
+    Ok(merge::run_step(nd, bd, params, opts, for_db)?
         .into_iter()
         .map(|m| {
             (
