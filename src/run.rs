@@ -399,6 +399,25 @@ pub fn run_pair_shared(
     bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
+    run_pair_impl(npu, bench, opts, false)
+}
+
+/// [`run_pair`] as msprobe runs it with `--rank_size` on a single rank folder: nothing to merge,
+/// but the compare uses the parallel-merge checker set (no shape check).
+pub fn run_pair_parallel_checkers(
+    npu: RankDump,
+    bench: Option<RankDump>,
+    opts: &RunOptions,
+) -> Result<PairResult> {
+    run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true)
+}
+
+fn run_pair_impl(
+    npu: Arc<RankDump>,
+    bench: Option<Arc<RankDump>>,
+    opts: &RunOptions,
+    parallel_merge: bool,
+) -> Result<PairResult> {
     // What the parser read through comes first.
     let mut parsed: Vec<Diagnostic> = npu.diagnostics.clone();
     if let Some(b) = &bench {
@@ -441,7 +460,7 @@ pub fn run_pair_shared(
         fuzzy: opts.fuzzy,
         layer_mapping: opts.layer_mapping.clone(),
         layout_aware: opts.layout_aware,
-        parallel_merge: false,
+        parallel_merge,
     };
     let mut cmp = compare(&mut gn, &npu, &mut gb, &bench, mode, &copts);
     let micro_steps = gn.paging_by_micro_step(Some(&mut gb));

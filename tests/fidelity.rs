@@ -265,6 +265,11 @@ variant!(mix_map_template, "qwen_mix_statistics", "map_template");
 variant!(mix_fuzzy, "qwen_mix_statistics", "fuzzy");
 variant!(mix_map_fuzzy, "qwen_mix_statistics", "map_fuzzy");
 variant!(mix_bench_vs_bench, "qwen_mix_statistics", "bench_vs_bench");
+variant!(
+    mix_rank_size_files,
+    "qwen_mix_statistics",
+    "rank_size_files"
+);
 variant!(md5_nomap, "qwen_md5", "nomap");
 variant!(md5_map, "qwen_md5", "map");
 variant!(l0_nomap, "qwen_L0", "nomap");
@@ -321,6 +326,7 @@ fn all_variants_covered() {
         "qwen_mix_statistics/fuzzy",
         "qwen_mix_statistics/map_fuzzy",
         "qwen_mix_statistics/bench_vs_bench",
+        "qwen_mix_statistics/rank_size_files",
         "qwen_md5/nomap",
         "qwen_md5/map",
         "qwen_L0/nomap",

@@ -164,7 +164,7 @@ fn parameter_counts_follow_the_task() {
 
 #[test]
 fn unsupported_merges_say_so() {
-    // A single rank folder is no multi-rank data.
+    // A single rank folder: only msprobe's json export refuses it.
     fails(
         &[
             "-tp",
@@ -175,6 +175,8 @@ fn unsupported_merges_say_so() {
             "1",
             "--pp",
             "1",
+            "--file_type",
+            "json",
         ],
         1,
         "must pass in multiple rank data",

@@ -632,13 +632,18 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let parallel = parallel_params(a).map_err(|m| Error::input("--rank_size", m))?;
     let units: Vec<Unit> = match &parallel {
         None => plan.pairs.iter().map(Unit::Single).collect(),
-        Some(_) => {
-            if plan.kind == run::Kind::Files {
+        // One rank folder: msprobe merges nothing (a compare still uses the parallel-merge
+        // checker set); its json export needs rank folders.
+        Some(_) if plan.kind == run::Kind::Files => {
+            if a.json && a.golden.is_none() {
                 return Err(Error::input(
                     npu.display(""),
                     "You have specified the \"--rank_size\" parameter for data merging, so the \"-tp\" parameter must pass in multiple rank data.",
                 ));
             }
+            plan.pairs.iter().map(Unit::Single).collect()
+        }
+        Some(_) => {
             let (steps, _) = probelens::merge::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?;
             steps.into_iter().map(Unit::Step).collect()
         }
@@ -767,7 +772,13 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         t_parse = tp.elapsed();
                         let tensors =
                             tensor_files(&npu, bench.as_ref(), &pair.npu_dir, &pair.bench_dir);
-                        let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?;
+                        let res = if parallel.is_some() {
+                            let mut res = run::run_pair_parallel_checkers(nd, bd, &opts)?;
+                            run::compare_pair_tensors(&mut res, tensors.as_ref());
+                            res
+                        } else {
+                            run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?
+                        };
                         vec![((*pair).clone(), res)]
                     }
                     Unit::Step(s) => {
@@ -1037,6 +1048,11 @@ fn run_parallel_step(
     Ok(merge::run_step(nd, bd, params, opts, for_db)?
         .into_iter()
         .map(|m| {
+            let mut res = m.result;
+            // Real-tensor dumps: the tensors are read from the main ranks' folders, as msprobe
+            // compares the merged graphs with the main ranks' dump paths.
+            let tensors = tensor_files(npu, bench, &m.npu_dir, &m.bench_dir);
+            run::compare_pair_tensors(&mut res, tensors.as_ref());
             (
                 PairPlan {
                     step: s.step,
@@ -1044,7 +1060,7 @@ fn run_parallel_step(
                     npu_dir: m.npu_dir,
                     bench_dir: m.bench_dir,
                 },
-                m.result,
+                res,
             )
         })
         .collect())
