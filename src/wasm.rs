@@ -15,26 +15,57 @@ use wasm_bindgen::prelude::*;
 /// The wasm heap: dlmalloc (as std uses) over a memory source that grows the wasm memory in
 /// 16 MiB steps instead of the page-by-page growth of std's allocator, whose many small
 /// `memory.grow` calls were about a tenth of a large run.
+///
+/// When the memory cannot grow (the wasm32 limit of 4 GiB, what the tab may allocate, or the
+/// test cap of [`heap::set_limit`]) the size asked for is recorded: an allocation that cannot fail
+/// gracefully then aborts the instance (a trap), and the worker reads [`heap::failure`] to tell
+/// the user it was the browser's memory limit rather than a crash.
 #[cfg(target_arch = "wasm32")]
 mod heap {
     use std::alloc::{GlobalAlloc, Layout};
-    use std::cell::UnsafeCell;
+    use std::cell::{Cell, UnsafeCell};
 
     const PAGE: usize = 65536;
     const STEP: usize = 16 << 20;
+
+    /// Single-threaded cells (see `Heap`'s `Sync`).
+    struct Stat(Cell<usize>);
+    // SAFETY: no threads in this build.
+    unsafe impl Sync for Stat {}
+
+    /// Memory size the heap may not grow beyond (bytes; 0 = no cap but the engine's).
+    static LIMIT: Stat = Stat(Cell::new(0));
+    /// Size of the last growth that failed (bytes; 0 = none since the last `clear_failure`).
+    static FAILED: Stat = Stat(Cell::new(0));
+
+    pub fn set_limit(bytes: usize) {
+        LIMIT.0.set(bytes);
+    }
+    pub fn failure() -> usize {
+        FAILED.0.get()
+    }
+    pub fn clear_failure() {
+        FAILED.0.set(0);
+    }
 
     pub struct BigSteps;
 
     // SAFETY: regions come from `memory.grow`, are never handed out twice and never released.
     unsafe impl dlmalloc::Allocator for BigSteps {
         fn alloc(&self, size: usize) -> (*mut u8, usize, u32) {
+            let limit = LIMIT.0.get();
+            let have = core::arch::wasm32::memory_size(0) * PAGE;
             for want in [size.max(STEP), size] {
                 let pages = want.div_ceil(PAGE);
+                if limit > 0 && have.saturating_add(pages * PAGE) > limit {
+                    continue;
+                }
                 let prev = core::arch::wasm32::memory_grow(0, pages);
                 if prev != usize::MAX {
                     return ((prev * PAGE) as *mut u8, pages * PAGE, 0);
                 }
             }
+            FAILED.0.set(size.max(1));
             (std::ptr::null_mut(), 0, 0)
         }
         fn remap(&self, _ptr: *mut u8, _old: usize, _new: usize, _can_move: bool) -> *mut u8 {
@@ -91,6 +122,28 @@ mod heap {
     static HEAP: Heap = Heap::new();
 }
 
+/// The message when the wasm memory cannot grow for `bytes` more (the worker says the same
+/// when an allocation that cannot fail gracefully aborts the instance: www/worker.js).
+fn out_of_memory(bytes: usize, what: &str) -> String {
+    format!(
+        "the browser's memory limit was reached {what} ({:.1} MB more could not be allocated; \
+         a page's WebAssembly memory is at most 4 GiB): use the CLI (probelens graph_visualize) \
+         or a smaller dump",
+        bytes as f64 / 1e6
+    )
+}
+
+thread_local! {
+    /// What the core is working on (a file being read or parsed, the pair being compared), for
+    /// the message when the browser's memory runs out in the middle of it.
+    static WORK: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Records what the core works on now (see [`Session::heap_work`]).
+fn working_on(what: String) {
+    WORK.with(|w| *w.borrow_mut() = what);
+}
+
 /// Files dropped for one side, keyed by their path relative to the dropped root.
 ///
 /// The JSON files are copied in (`addFile`/`beginFile`); tensor files (`dump_tensor_data/`) are
@@ -122,6 +175,7 @@ impl MemFiles {
         if let Some(d) = self.parsed.get(dir) {
             return Ok(d.clone());
         }
+        working_on(self.display(&run::join(dir, "dump.json")));
         let d = Arc::new(run::load_rank(self, dir)?);
         self.parse_count += 1;
         for name in ["dump.json", "construct.json", "stack.json"] {
@@ -350,6 +404,40 @@ impl Session {
         self.npu.parse_count + self.bench.parse_count
     }
 
+    /// Caps the wasm memory at `bytes` (rounded down to 64 KiB pages; 0 = only the engine's
+    /// limit, 4 GiB). A test knob (`?heap=` in the page): it makes the out-of-memory paths
+    /// reachable with small inputs.
+    #[wasm_bindgen(js_name = setHeapLimit)]
+    pub fn set_heap_limit(bytes: f64) {
+        #[cfg(target_arch = "wasm32")]
+        heap::set_limit(bytes.max(0.0).min(usize::MAX as f64) as usize);
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = bytes;
+    }
+
+    /// Bytes of the last allocation the wasm memory could not grow for (0 = none since
+    /// `clearHeapFailure`). After a trap, non-zero means the core ran out of memory.
+    #[wasm_bindgen(js_name = heapFailure)]
+    pub fn heap_failure() -> f64 {
+        #[cfg(target_arch = "wasm32")]
+        return heap::failure() as f64;
+        #[cfg(not(target_arch = "wasm32"))]
+        0.0
+    }
+
+    /// Forgets a recorded allocation failure (one that was reported gracefully).
+    #[wasm_bindgen(js_name = clearHeapFailure)]
+    pub fn clear_heap_failure() {
+        #[cfg(target_arch = "wasm32")]
+        heap::clear_failure();
+    }
+
+    /// The file or pair the core was last working on (see `heapFailure`).
+    #[wasm_bindgen(js_name = heapWork)]
+    pub fn heap_work() -> String {
+        WORK.with(|w| w.borrow().clone())
+    }
+
     /// The crate version.
     pub fn version() -> String {
         env!("CARGO_PKG_VERSION").to_string()
@@ -423,12 +511,14 @@ impl Session {
             ));
         }
         let total = total.max(0.0) as usize;
+        working_on(s.display(&path));
         let mut v = Vec::new();
         v.try_reserve_exact(total).map_err(|_| {
-            js_err(format!(
-                "{}: the file is too large for this browser tab ({total} bytes could not be allocated)",
-                s.display(&path)
-            ))
+            Session::clear_heap_failure();
+            side_err(
+                side,
+                &Error::input(s.display(&path), out_of_memory(total, "while reading it")),
+            )
         })?;
         s.files.insert(path.clone(), v);
         if total > 0 {
@@ -454,10 +544,14 @@ impl Session {
             )));
         };
         if buf.try_reserve(bytes.len()).is_err() {
-            return Err(js_err(format!(
-                "{}: out of memory while reading the file",
-                s.display(path)
-            )));
+            Session::clear_heap_failure();
+            return Err(side_err(
+                side,
+                &Error::input(
+                    s.display(path),
+                    out_of_memory(bytes.len(), "while reading it"),
+                ),
+            ));
         }
         buf.extend_from_slice(bytes);
         if s.expected.get(path).is_some_and(|t| buf.len() >= *t) {
@@ -572,6 +666,14 @@ impl Session {
             npu_dir: &pair.npu_dir,
             bench: &self.bench,
             bench_dir: dir,
+        });
+        working_on(match &pair.bench_dir {
+            Some(b) => format!(
+                "{} / {}",
+                self.npu.display(&pair.npu_dir),
+                self.bench.display(b)
+            ),
+            None => self.npu.display(&pair.npu_dir),
         });
         let mut res = run::run_pair_shared(nd, bd, &opts).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());

@@ -78,14 +78,15 @@ function fmtBytes(n) {
 
 /** @param {Host} host */
 export function startApp(host) {
-  // Debug/test knobs: ?chunk=<bytes>&stream=<bytes> force small chunks and the core's streaming path.
+  // Debug/test knobs: ?chunk=<bytes>&stream=<bytes> force small chunks and the core's streaming path;
+  // ?heap=<bytes> caps the core's memory (the out-of-memory paths with small inputs).
   const params = new URLSearchParams(location.search);
   const knob = (/** @type {string} */ k) => {
     const v = Number(params.get(k));
     return Number.isInteger(v) && v > 0 ? v : undefined;
   };
   const chunkSize = knob('chunk');
-  const client = new CoreClient(host.makeWorker, host.wasmBytes, knob('stream'));
+  const client = new CoreClient(host.makeWorker, host.wasmBytes, knob('stream'), knob('heap'));
 
   const S = {
     /** @type {Record<Side, Source | null>} sources the user chose */
@@ -109,6 +110,8 @@ export function startApp(host) {
     loadSeq: 0,
     /** a load or re-run is waiting for the worker */
     running: false,
+    /** @type {import('./protocol.js').RunOptions | null} options of the run whose result is shown (dump mode) */
+    runOpts: null,
     detailSeq: 0,
     loads: 0,
     /** which pane shows the single graph of a build result */
@@ -319,11 +322,13 @@ export function startApp(host) {
       if (seq !== S.loadSeq) return;
       updateSelectors(layout);
       progress(STAGES.run);
-      const result = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: runOptions() }, [], (p) => {
+      const opts = runOptions();
+      const result = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: opts }, [], (p) => {
         if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
       }));
       if (seq !== S.loadSeq) return;
       setMode('dump');
+      S.runOpts = opts;
       S.applied = { ...S.sources };
       S.layout = layout;
       S.sessionGen = client.generation;
@@ -345,6 +350,8 @@ export function startApp(host) {
       if (S.mode === 'dump') for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
       renderCardWarnings();
       window.__probelens.errors.push({ where, message: e instanceof Error ? e.message : String(e) });
+      // The worker trapped (out of memory) and took the shown result's session with it.
+      if (e instanceof CoreError && e.fatal) await revive(seq);
     } finally {
       if (seq === S.loadSeq) {
         S.running = false;
@@ -352,6 +359,57 @@ export function startApp(host) {
         setState(S.result ? 'ready' : 'empty');
         document.body.dataset.loads = String(++S.loads);
       }
+    }
+  }
+
+  /**
+   * After the core trapped (e.g. out of memory on a too large dump) the worker is replaced and the
+   * shown result's session is gone. The result stays drawn; this reads its folders again into the
+   * fresh worker and re-runs them with the same options, then re-applies the matches that differ
+   * (manual ones), so that details, matching and exports work again. If the result cannot be made
+   * again exactly (files changed), the details ask for the folders instead.
+   * @param {number} seq the failed load's sequence number (a newer load cancels this)
+   */
+  async function revive(seq) {
+    const r = S.result;
+    const opts = S.runOpts;
+    const { npu, bench } = S.applied;
+    if (!r || !opts || S.mode !== 'dump' || (!npu && !bench)) return;
+    try {
+      progress('Restoring the shown result');
+      await client.start();
+      /** @type {[Side, Source][]} */
+      const slots = [];
+      if (npu) slots.push(['npu', npu]);
+      if (bench) slots.push([npu ? 'bench' : 'npu', bench]);
+      await client.request({ type: 'newSession', roots: Object.fromEntries(slots.map(([slot, src]) => [slot, src.root])) });
+      for (const [slot, src] of slots) await sendFiles(client, slot, src.files, () => {}, () => seq !== S.loadSeq, chunkSize);
+      if (seq !== S.loadSeq) return;
+      const again = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: opts }));
+      if (seq !== S.loadSeq || S.result !== r || again.npu.matched.length !== r.npu.matched.length) return;
+      const matched = again.npu.matched;
+      if (r.bench && again.bench) {
+        /** @type {import('./protocol.js').MatchOp[]} */
+        const ops = [];
+        for (let i = 0; i < matched.length; i++) {
+          if (matched[i] !== r.npu.matched[i] && matched[i] >= 0) ops.push({ op: 'unmatch', side: 'npu', index: i });
+        }
+        for (let i = 0; i < matched.length; i++) {
+          const want = r.npu.matched[i];
+          if (matched[i] !== want && want >= 0) ops.push({ op: 'match', npu: i, bench: want, recursive: false });
+        }
+        if (ops.length) {
+          const ch = /** @type {import('./protocol.js').Changes} */ (await client.request({ type: 'match', ops }));
+          for (const [i, , m] of ch.npu) matched[i] = m;
+        }
+      }
+      if (seq !== S.loadSeq || S.result !== r) return;
+      for (let i = 0; i < matched.length; i++) if (matched[i] !== r.npu.matched[i]) return;
+      S.sessionGen = client.generation;
+      renderMatchButtons();
+      if (S.selection) loadDetails(S.selection.side, S.selection.index);
+    } catch {
+      // The details say to reload the folders (loadDetails: generation mismatch).
     }
   }
 
@@ -367,10 +425,12 @@ export function startApp(host) {
     setError('mapping');
     try {
       progress(STAGES.run);
-      const result = unpackRunResult(await client.request({ type: 'run', session: 'current', options: runOptions() }, [], (p) => {
+      const opts = runOptions();
+      const result = unpackRunResult(await client.request({ type: 'run', session: 'current', options: opts }, [], (p) => {
         if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
       }));
       if (seq !== S.loadSeq) return;
+      S.runOpts = opts;
       display(result);
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;

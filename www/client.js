@@ -10,7 +10,7 @@
 export class CoreError extends Error {
   /**
    * @param {string} message
-   * @param {{side?: import('./protocol.js').Side, path?: string, stage?: string, cancelled?: boolean}} [info]
+   * @param {{side?: import('./protocol.js').Side, path?: string, stage?: string, cancelled?: boolean, fatal?: boolean}} [info]
    */
   constructor(message, info = {}) {
     super(message);
@@ -19,6 +19,8 @@ export class CoreError extends Error {
     this.path = info.path;
     this.stage = info.stage;
     this.cancelled = info.cancelled ?? false;
+    /** The worker trapped (out of memory, a crash) and was dropped with its session. */
+    this.fatal = info.fatal ?? false;
   }
 }
 
@@ -34,11 +36,13 @@ export class CoreClient {
    * @param {() => Worker} makeWorker creates a fresh worker
    * @param {() => (ArrayBuffer | undefined)} wasmBytes module bytes for `initSync` (single file), or undefined to fetch
    * @param {number} [streamThreshold] files above this size are streamed into the core (default: protocol.js)
+   * @param {number} [heapLimit] caps the core's memory (bytes; a test knob)
    */
-  constructor(makeWorker, wasmBytes, streamThreshold) {
+  constructor(makeWorker, wasmBytes, streamThreshold, heapLimit) {
     this.makeWorker = makeWorker;
     this.wasmBytes = wasmBytes;
     this.streamThreshold = streamThreshold;
+    this.heapLimit = heapLimit;
     /** @type {Worker | null} */
     this.worker = null;
     this.nextId = 1;
@@ -63,7 +67,7 @@ export class CoreClient {
     };
     w.onmessageerror = () => this.failAll(new CoreError('worker sent an unreadable message'));
     const bytes = this.wasmBytes();
-    this.ready = this.send({ type: 'init', wasm: bytes, streamThreshold: this.streamThreshold }, bytes ? [bytes] : []).then(
+    this.ready = this.send({ type: 'init', wasm: bytes, streamThreshold: this.streamThreshold, heapLimit: this.heapLimit }, bytes ? [bytes] : []).then(
       () => undefined,
     );
     return this.ready;
@@ -106,9 +110,9 @@ export class CoreClient {
         this.worker.terminate();
         this.worker = null;
         this.ready = null;
-        this.failAll(new CoreError(msg.message, { stage: msg.stage }));
+        this.failAll(new CoreError(msg.message, { stage: msg.stage, fatal: true }));
       }
-      p.reject(new CoreError(msg.message, { side: msg.side, path: msg.path, stage: msg.stage }));
+      p.reject(new CoreError(msg.message, { side: msg.side, path: msg.path, stage: msg.stage, fatal: msg.fatal }));
     }
   }
 

@@ -93,6 +93,7 @@ export const ZH = {
   'Exporting the compare table': '正在导出比对表',
   Matching: '正在匹配',
   'Reading the demo': '正在读取示例',
+  'Restoring the shown result': '正在恢复当前显示的结果',
   // panes, legend, summary
   'Debug / NPU graph': '调试侧 / NPU 图',
   'Bench graph': '标杆侧图',

@@ -98,9 +98,10 @@
 
 /**
  * Requests (page → worker).
- * @typedef {{id: number, type: 'init', wasm?: ArrayBuffer, streamThreshold?: number}} InitRequest
+ * @typedef {{id: number, type: 'init', wasm?: ArrayBuffer, streamThreshold?: number, heapLimit?: number}} InitRequest
  *   Instantiate the core. With `wasm` (the module bytes) the worker uses `initSync`; without, it fetches the .wasm.
  *   `streamThreshold` overrides STREAM_THRESHOLD (tests use it to exercise the streaming path).
+ *   `heapLimit` caps the core's memory in bytes (tests use it to reach the out-of-memory paths with small inputs).
  * @typedef {{id: number, type: 'newSession', roots: Partial<Record<Side, string>>}} NewSessionRequest
  *   Start a staging session; files go there until `run` succeeds, the displayed session stays usable meanwhile.
  *   `roots` names each side's chosen folder (the core puts it in front of paths in its messages).
@@ -177,7 +178,8 @@
  * @typedef {{id: number, type: 'error', message: string, side?: Side, path?: string, stage?: string, fatal?: boolean}} ErrorResponse
  *   `side`/`path`: the side and file the error concerns (from the request, or from the core's Error
  *   properties `side`/`file`; for the core `side` is the slot, see app.js for a lone Bench folder).
- *   `fatal`: the core trapped (a Rust panic); the worker refuses further work and must be replaced.
+ *   `fatal`: the core trapped (a Rust panic, or an allocation the wasm memory could not grow for: then
+ *   the message says it was the browser's memory limit); the worker refuses further work and must be replaced.
  * @typedef {{id: number, type: 'result', value?: any}} ResultResponse
  *   `value` per request: init → `{version: string}`; fileChunk → `{done: boolean}`;
  *   layout → `{npu: Layout | null, bench: Layout | null}`; run → {@link RunResult};

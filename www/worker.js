@@ -30,6 +30,8 @@ let staging = null;
 let currentMatched = null;
 /** Set after the core trapped (a Rust panic): the instance may be inconsistent, so refuse further work. */
 let aborted = '';
+/** The root folder names of the staging session's sides (for messages). @type {Record<string, string | undefined>} */
+let rootNames = {};
 /** Files bigger than this go to the core in chunks (beginFile/appendChunk). */
 let streamThreshold = STREAM_THRESHOLD;
 
@@ -111,11 +113,14 @@ async function handle(req) {
     post({ id, type: 'error', message: aborted });
     return;
   }
+  // A failed growth that was reported gracefully must not make a later trap look like one.
+  if (wasmMemory) Session.clearHeapFailure();
   switch (req.type) {
     case 'init': {
       if (req.streamThreshold !== undefined) streamThreshold = req.streamThreshold;
       const exp = req.wasm ? initSync({ module: new Uint8Array(req.wasm) }) : await init();
       wasmMemory = /** @type {{ memory?: WebAssembly.Memory }} */ (exp).memory ?? null;
+      if (req.heapLimit) Session.setHeapLimit(req.heapLimit);
       post({ id, type: 'result', value: {} });
       return;
     }
@@ -124,6 +129,7 @@ async function handle(req) {
       incoming.clear();
       staging = new Session();
       attachReader(staging);
+      rootNames = { ...(req.roots ?? {}) };
       for (const [side, name] of Object.entries(req.roots ?? {})) if (name) staging.setRootName(side, name);
       post({ id, type: 'result', value: { version: Session.version() } });
       return;
@@ -401,6 +407,37 @@ function need(s) {
 /** The wasm instance's memory, for the size report in result timings (benchmarks). @type {WebAssembly.Memory | null} */
 let wasmMemory = null;
 
+/**
+ * After a trap: was it the core running out of memory (the wasm memory could not grow)? Then the
+ * message names the file (or pair) it was working on and says what to do. The instance is still
+ * readable after a trap; only this worker's state is lost (the page starts a fresh worker).
+ * @param {Request} req
+ * @returns {{message: string, file: string} | null}
+ */
+function outOfMemory(req) {
+  let asked = 0;
+  let work = '';
+  try {
+    asked = Session.heapFailure();
+    if (asked > 0) work = Session.heapWork();
+  } catch {
+    // The instance cannot even answer: keep what was read.
+  }
+  if (!(asked > 0)) return null;
+  const reading = req.type === 'fileBegin' || req.type === 'fileChunk';
+  // A file being read is the request's (the core may have trapped copying a chunk in, before it knew).
+  const file = reading ? [rootNames[req.side], req.path.replace(/^\/+/, '')].filter(Boolean).join('/') : work;
+  const doing = reading ? 'reading it'
+    : /dump\.json$/.test(work) ? 'parsing it' : req.type === 'run' ? 'building and comparing the graphs' : 'working on it';
+  const used = wasmMemory ? `${(wasmMemory.buffer.byteLength / 1e6).toFixed(0)} MB in use, ` : '';
+  return {
+    file,
+    message: `${file ? `${file}: ` : ''}the browser's memory limit was reached while ${doing} (${used}` +
+      `${(asked / 1e6).toFixed(1)} MB more could not be allocated; a page's WebAssembly memory is at most 4 GiB): ` +
+      'use the CLI (probelens graph_visualize) or a smaller dump',
+  };
+}
+
 /** Requests are handled strictly in order, even when one awaits (init). */
 let queue = Promise.resolve();
 
@@ -410,17 +447,23 @@ scope.onmessage = (/** @type {MessageEvent} */ e) => {
     try {
       await handle(req);
     } catch (err) {
-      if (err instanceof WebAssembly.RuntimeError) {
+      const oom = err instanceof WebAssembly.RuntimeError ? outOfMemory(req) : null;
+      if (oom) aborted = oom.message;
+      else if (err instanceof WebAssembly.RuntimeError) {
         aborted = `the core crashed (${err.message}); the page restarts it on the next load`;
       }
       /** @type {import('./protocol.js').ErrorResponse} */
       const msg = { id: req.id, type: 'error', message: messageOf(err) };
-      if (aborted) {
+      if (oom) {
+        msg.message = oom.message;
+        msg.fatal = true;
+      } else if (aborted) {
         msg.message = `${msg.message} (${aborted})`;
         msg.fatal = true;
       }
       if ('side' in req) msg.side = req.side;
       if ('path' in req) msg.path = req.path;
+      if (oom?.file) msg.path = oom.file;
       // The core's Errors say which side and file they concern (src/wasm.rs side_err).
       const info = /** @type {{side?: unknown, file?: unknown}} */ (err instanceof Error ? err : {});
       if (info.side === 'npu' || info.side === 'bench') msg.side = info.side;

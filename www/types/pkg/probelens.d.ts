@@ -5,6 +5,10 @@ export class Session {
   free(): void;
   constructor();
   static version(): string;
+  static setHeapLimit(bytes: number): void;
+  static heapFailure(): number;
+  static clearHeapFailure(): void;
+  static heapWork(): string;
   setRootName(side: string, name: string): void;
   addFile(side: string, path: string, bytes: Uint8Array | number[]): void;
   beginFile(side: string, path: string, total: number): void;

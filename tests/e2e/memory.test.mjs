@@ -1,0 +1,131 @@
+// The browser's memory limit (issue #7: a 2 GB dump.json must not crash the tab). A wasm32 page has
+// at most 4 GiB; a dump that does not fit must give a clear message naming the file, the shown
+// result must stay usable and the core must work again. The real 2 GB run is a benchmark
+// (bench/big.mjs, BENCHMARKS.md); here the page's `?heap=<bytes>` knob caps the core's memory, so
+// small inputs reach the same paths:
+// - a file the core cannot even reserve room for is refused before it is read (no trap);
+// - a dump that fits as bytes but not once parsed makes an allocation fail inside the core, which
+//   aborts the wasm instance (a trap): the worker says it was the memory limit, the page replaces
+//   the worker, reads the shown result's folders into the new one and re-applies its manual
+//   matches, so details and matching work again, and the next load works.
+// The caps are far above what the demo needs (18 MB of wasm memory) and far below what the inputs need.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { writeSyntheticDump } from './synth.mjs';
+import { FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf } from './helpers.mjs';
+
+const MIX = path.join(FIX, 'qwen_mix_statistics');
+const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
+const NPU_STEP = path.join(MIX, 'npu', 'step0');
+const MLP = 'Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0';
+const MIB = 1024 * 1024;
+
+/** The end of both memory messages (the worker's and the core's). */
+const ADVICE = "a page's WebAssembly memory is at most 4 GiB): use the CLI (probelens graph_visualize) or a smaller dump";
+
+/** Selects a node and waits until its details are shown (or a message replaces them). */
+async function detailsOf(page, side, i) {
+  await page.evaluate(([s, k]) => window.__probelens.select(s, k), [side, i]);
+  await page.waitForFunction(() => {
+    const d = document.getElementById('details');
+    return !!d.dataset.node || /unavailable|Could not/.test(d.textContent ?? '');
+  });
+  return page.evaluate(() => ({ node: document.getElementById('details').dataset.node, text: document.getElementById('details').textContent }));
+}
+
+/** The card errors that are visible. */
+async function visibleErrors(page) {
+  return page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));
+}
+
+describe('the browser memory limit', () => {
+  let server;
+  let browser;
+  let dir;
+  before(async () => {
+    requireBuild();
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-mem-'));
+    server = await startServer();
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('a dump.json the tab cannot hold is refused before reading, naming the file; the result stays usable', async () => {
+    // 200 MB of dump.json (sparse: nothing is written), the core capped at 48 MiB.
+    const npu = path.join(dir, 'big', 'npu');
+    fs.mkdirSync(npu, { recursive: true });
+    fs.copyFileSync(path.join(NPU_PROC, 'construct.json'), path.join(npu, 'construct.json'));
+    fs.copyFileSync(path.join(NPU_PROC, 'stack.json'), path.join(npu, 'stack.json'));
+    const fd = fs.openSync(path.join(npu, 'dump.json'), 'w');
+    fs.ftruncateSync(fd, 200e6);
+    fs.closeSync(fd);
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(`${server.url}?heap=${48 * MIB}`);
+    assert.equal(await waitLoad(page, 0), 'ready', 'the demo loads under the cap');
+    const demo = await resultSummary(page);
+    const n = await loads(page);
+    await page.setInputFiles('#npu-dir', npu);
+    assert.equal(await waitLoad(page, n), 'ready');
+    assert.deepEqual(await visibleErrors(page), [
+      `npu-error: npu/dump.json: the browser's memory limit was reached while reading it (200.0 MB more could not be allocated; ${ADVICE}`,
+    ]);
+    assert.deepEqual(await resultSummary(page), demo, 'the demo is still shown');
+    const mlp = await indexOf(page, 'npu', MLP);
+    assert.equal((await detailsOf(page, 'npu', mlp)).node, MLP, 'its details still open (same worker)');
+    assertClean();
+    await context.close();
+  });
+
+  test('running out of memory while parsing: a clear message, the shown result restored with its manual unmatch, the next load works', async () => {
+    // ~11 MB of dump.json: fits as bytes (streamed in 1 MB chunks) under a 40 MiB cap, not once parsed.
+    const npu = path.join(dir, 'parse', 'npu');
+    writeSyntheticDump(npu, { modules: 500, apisPerModule: 49 });
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(`${server.url}?heap=${40 * MIB}&stream=100000&chunk=1000000`);
+    assert.equal(await waitLoad(page, 0), 'ready', 'the demo loads under the cap');
+    // A manual change the restored session must have too: unmatch the MLP of layer 0.
+    const demo = await resultSummary(page);
+    const mlp = await indexOf(page, 'npu', MLP);
+    await page.evaluate((i) => window.__probelens.select('npu', i), mlp);
+    await page.click('#unmatch-btn');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] === -1, mlp);
+    const shown = await resultSummary(page);
+    assert.notDeepEqual(shown, demo);
+
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', npu);
+    assert.equal(await waitLoad(page, n), 'ready');
+    const errors = await visibleErrors(page);
+    assert.equal(errors.length, 1, errors.join('\n'));
+    assert.match(
+      errors[0],
+      /^npu-error: npu\/dump\.json: the browser's memory limit was reached while parsing it \(\d+ MB in use, \d+\.\d MB more could not be allocated; /,
+    );
+    assert.ok(errors[0].endsWith(ADVICE), errors[0]);
+    assert.deepEqual(await resultSummary(page), shown, 'the shown result is unchanged (MLP still unmatched)');
+    // The worker was replaced and the result's session rebuilt in it: details and matching work,
+    // and undoing the unmatch gives the demo's numbers back.
+    const d = await detailsOf(page, 'npu', mlp);
+    assert.equal(d.node, MLP, `details after the restart: ${d.text}`);
+    await page.click('#undo-btn');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, mlp);
+    assert.deepEqual(await resultSummary(page), demo, 'undo in the restored session');
+    // The new worker loads the next folder (the fixture's NPU side against the demo's Bench side).
+    n = await loads(page);
+    await page.setInputFiles('#npu-dir', NPU_STEP);
+    assert.equal(await waitLoad(page, n), 'ready');
+    assert.deepEqual(await visibleErrors(page), []);
+    const sum = await resultSummary(page);
+    assert.equal(sum.npu.nodes, reference('qwen_mix_statistics', 'map', 0, 0, 'NPU').nodes);
+    assert.equal(sum.npu.matched, reference('qwen_mix_statistics', 'map', 0, 0, 'NPU').matched, 'a fresh run: the unmatch is gone');
+    assertClean();
+    await context.close();
+  });
+});
