@@ -87,8 +87,9 @@ impl FileNames {
     }
 }
 
-/// The three files of one rank, parsed.
-#[derive(Debug)]
+/// The three files of one rank, parsed. `Clone` for a parallel merge over dumps kept parsed
+/// (the page): merging changes the main rank's store.
+#[derive(Debug, Clone)]
 pub struct RankDump {
     pub names: FileNames,
     pub store: Store,
@@ -949,7 +950,7 @@ fn abbrev(digits: &str) -> String {
 }
 
 /// The first item anomaly of a file and how many there were.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ItemWarnings {
     first: Option<String>,
     count: usize,

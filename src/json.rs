@@ -47,7 +47,7 @@ pub struct StrRef {
 pub struct KeyId(pub u32);
 
 /// Arena of parsed values.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct Store {
     pub vals: Vec<Val>,
     pub pairs: Vec<(KeyId, Val)>,

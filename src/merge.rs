@@ -2839,6 +2839,126 @@ pub fn run_step(
     Ok(out)
 }
 
+/// `--rank_size/--tp/--pp/--vpp/--order` as given, one value per side (NPU [Bench]); empty
+/// lists: not given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParallelArgs {
+    pub rank_size: Vec<i64>,
+    pub tp: Vec<i64>,
+    pub pp: Vec<i64>,
+    pub vpp: Vec<i64>,
+    pub order: Vec<String>,
+}
+
+/// msprobe's `load_parallel_param`: the parallel parameters of each side, or None without
+/// `rank_size`. `compare`: a Bench side is given (two values per parameter). The error is
+/// msprobe's message.
+pub fn load_params(
+    a: &ParallelArgs,
+    compare: bool,
+) -> std::result::Result<Option<Vec<ParallelParams>>, String> {
+    if a.rank_size.is_empty() {
+        return Ok(None);
+    }
+    if a.tp.is_empty() || a.pp.is_empty() {
+        return Err("In the graph merge task, parameters \"tp/pp/rank_size\" is required!".into());
+    }
+    let n = if compare { 2 } else { 1 };
+    let task = if compare { "compare" } else { "build" };
+    if a.rank_size.len() != n {
+        return Err(format!("In the graph merge {task} task, the number of parameters \"rank_size\" to be filled in is either {n}!"));
+    }
+    if a.tp.len() != n || a.pp.len() != n {
+        return Err(format!("In the graph merge {task} task, the number of parameters \"tp/pp/rank_size\" to be filled in is either {n}!"));
+    }
+    Ok(Some(
+        (0..n)
+            .map(|i| ParallelParams {
+                rank_size: a.rank_size[i],
+                tp: a.tp[i],
+                pp: a.pp[i],
+                vpp: if a.vpp.len() == n { a.vpp[i] } else { 1 },
+                order: if a.order.len() == n {
+                    a.order[i].clone()
+                } else {
+                    DEFAULT_ORDER.to_string()
+                },
+            })
+            .collect(),
+    ))
+}
+
+/// Which side a rank folder belongs to, for the loader of [`run_parallel_step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideOf {
+    Npu,
+    Bench,
+}
+
+/// A parallel-merge step as the CLI and the page run it: validates each side's parameters
+/// against its rank folders (msprobe's messages, the NPU side first), loads every rank through
+/// `load` (the CLI parses the folder, the page hands a copy of the dump it keeps parsed), merges
+/// and compares ([`run_step`]), then, for real-tensor dumps, compares the tensors read from the
+/// main ranks' folders (as msprobe compares the merged graphs with the main ranks' dump paths).
+/// One pair per merged group (per DP replica), in msprobe's order.
+pub fn run_parallel_step(
+    npu: &dyn Files,
+    bench: Option<&dyn Files>,
+    s: &ParallelStep,
+    params: &[ParallelParams],
+    opts: &RunOptions,
+    for_db: bool,
+    load: &mut dyn FnMut(SideOf, &str) -> Result<RankDump>,
+) -> Result<Vec<(crate::run::PairPlan, PairResult)>> {
+    let pn = params
+        .first()
+        .ok_or_else(|| Error::input("--rank_size", "missing parallel parameters"))?;
+    validate(pn, s.npu.len(), &npu.display(&s.npu_dir), "[NPU]")?;
+    let mut load_side =
+        |side: SideOf, ranks: &[(i64, String)]| -> Result<Vec<(i64, String, RankDump)>> {
+            ranks
+                .iter()
+                .map(|(r, d)| Ok((*r, d.clone(), load(side, d)?)))
+                .collect()
+        };
+    let nd = load_side(SideOf::Npu, &s.npu)?;
+    let bd = match (bench, &s.bench_dir) {
+        (Some(b), Some(dir)) => {
+            let pb = params.get(1).ok_or_else(|| {
+                Error::input("--rank_size", "Parallel params error in compare graph!")
+            })?;
+            validate(pb, s.bench.len(), &b.display(dir), "[Bench]")?;
+            Some(load_side(SideOf::Bench, &s.bench)?)
+        }
+        _ => None,
+    };
+    Ok(run_step(nd, bd, params, opts, for_db)?
+        .into_iter()
+        .map(|m| {
+            let mut res = m.result;
+            let tensors = match (bench, m.bench_dir.as_deref()) {
+                (Some(b), Some(bdir)) => Some(crate::run::TensorFiles {
+                    npu,
+                    npu_dir: &m.npu_dir,
+                    bench: b,
+                    bench_dir: bdir,
+                }),
+                _ => None,
+            };
+            crate::run::compare_pair_tensors(&mut res, tensors.as_ref());
+            (
+                crate::run::PairPlan {
+                    step: s.step,
+                    rank: m.rank,
+                    npu_dir: m.npu_dir,
+                    bench_dir: m.bench_dir,
+                },
+                res,
+            )
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2914,5 +3034,40 @@ mod tests {
         v.vpp = 2;
         assert!(validate(&v, 2, "npu", "[Bench]").is_err());
         assert!(validate(&ParallelParams::new(2, 2, 1), 2, "npu", "[NPU]").is_ok());
+    }
+
+    #[test]
+    fn load_params_as_msprobe() {
+        let mut a = ParallelArgs::default();
+        assert_eq!(load_params(&a, true), Ok(None));
+        a.rank_size = vec![2];
+        assert_eq!(
+            load_params(&a, false),
+            Err("In the graph merge task, parameters \"tp/pp/rank_size\" is required!".into())
+        );
+        a.tp = vec![2];
+        a.pp = vec![1];
+        assert_eq!(
+            load_params(&a, true),
+            Err("In the graph merge compare task, the number of parameters \"rank_size\" to be filled in is either 2!".into())
+        );
+        assert_eq!(
+            load_params(&a, false),
+            Ok(Some(vec![ParallelParams::new(2, 2, 1)]))
+        );
+        a.rank_size = vec![2, 4];
+        a.tp = vec![2, 2];
+        a.pp = vec![1, 2];
+        a.vpp = vec![1, 2];
+        a.order = vec!["tp-dp-pp".into(), "tp-pp-dp".into()];
+        let p = load_params(&a, true).unwrap().unwrap();
+        assert_eq!((p[1].rank_size, p[1].tp, p[1].pp, p[1].vpp), (4, 2, 2, 2));
+        assert_eq!(p[1].order, "tp-pp-dp");
+        a.vpp = vec![2];
+        assert_eq!(
+            load_params(&a, true).unwrap().unwrap()[1].vpp,
+            1,
+            "vpp needs one value per side"
+        );
     }
 }

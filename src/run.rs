@@ -412,6 +412,15 @@ pub fn run_pair_parallel_checkers(
     run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true)
 }
 
+/// [`run_pair_parallel_checkers`] over dumps kept parsed (the page).
+pub fn run_pair_shared_parallel_checkers(
+    npu: Arc<RankDump>,
+    bench: Option<Arc<RankDump>>,
+    opts: &RunOptions,
+) -> Result<PairResult> {
+    run_pair_impl(npu, bench, opts, true)
+}
+
 fn run_pair_impl(
     npu: Arc<RankDump>,
     bench: Option<Arc<RankDump>>,

@@ -352,6 +352,16 @@ struct RunOpts {
     overflow_check: bool,
     /// Beyond msprobe: permuted shapes pass the shape check (`RunOptions::layout_aware`).
     layout_aware: bool,
+    /// Parallel merge, the CLI's `--rank_size/--tp/--pp/--vpp/--order` (one value per side:
+    /// NPU [Bench]); no `rankSize`: no merge.
+    rank_size: Vec<i64>,
+    tp: Vec<i64>,
+    pp: Vec<i64>,
+    vpp: Vec<i64>,
+    order: Vec<String>,
+    /// With a merge: the merged graph to show, by the rank it is exported as (its group's main
+    /// rank; one graph per DP replica); None: the first.
+    merged_rank: Option<i64>,
 }
 
 impl Session {
@@ -373,6 +383,135 @@ impl Session {
             .ok_or_else(|| js_err("exporting a mapping needs two sides"))?;
         crate::mapping_export::export_mapping(current_yaml, &last.res.npu.dump, &bench.dump, &pairs)
             .map_err(js_err)
+    }
+
+    /// `run` with parallel merge parameters (`o.rank_size` given): the CLI's path
+    /// (`merge::load_params`, `merge::run_parallel_step`) over the chosen step's rank folders,
+    /// each parsed once and kept (the merge works on copies). Returns the chosen merged graph
+    /// with `"merge": {"ranks": [...], "rank": r}` (the main ranks of all merged graphs of the
+    /// step, in msprobe's order, and the one shown).
+    fn run_parallel(
+        &mut self,
+        o: &RunOpts,
+        layer_mapping: Option<LayerMapping>,
+    ) -> std::result::Result<String, JsValue> {
+        use crate::merge::{self, SideOf};
+        let given = merge::ParallelArgs {
+            rank_size: o.rank_size.clone(),
+            tp: o.tp.clone(),
+            pp: o.pp.clone(),
+            vpp: o.vpp.clone(),
+            order: o.order.clone(),
+        };
+        let compare = !self.bench.files.is_empty();
+        let opts = RunOptions {
+            layer_mapping,
+            fuzzy: o.fuzzy,
+            overflow_check: o.overflow_check,
+            layout_aware: o.layout_aware,
+        };
+        let params = merge::load_params(&given, compare)
+            .map_err(|m| js_err(Error::input("--rank_size", m)))?
+            .unwrap_or_default();
+        let plan =
+            run::plan(&self.npu, compare.then_some(&self.bench as &dyn Files)).map_err(js_err)?;
+        let (res, npu_dir, bench_dir, ranks, rank) = if plan.kind == run::Kind::Files {
+            // One rank folder: msprobe merges nothing, a compare uses the parallel-merge checkers.
+            let pair = plan
+                .pairs
+                .iter()
+                .find(|p| p.step == o.step)
+                .ok_or_else(|| js_err(format!("step {} is not in the loaded dumps", o.step)))?
+                .clone();
+            let nd = self
+                .npu
+                .rank(&pair.npu_dir)
+                .map_err(|e| side_err("npu", &e))?;
+            let bd = match &pair.bench_dir {
+                Some(d) => Some(self.bench.rank(d).map_err(|e| side_err("bench", &e))?),
+                None => None,
+            };
+            let mut res = run::run_pair_shared_parallel_checkers(nd, bd, &opts).map_err(js_err)?;
+            let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
+                npu: &self.npu,
+                npu_dir: &pair.npu_dir,
+                bench: &self.bench,
+                bench_dir: dir,
+            });
+            run::compare_pair_tensors(&mut res, tensors.as_ref());
+            (
+                res,
+                pair.npu_dir,
+                pair.bench_dir,
+                vec![pair.rank],
+                pair.rank,
+            )
+        } else {
+            let (steps, _) = merge::plan(&self.npu, compare.then_some(&self.bench as &dyn Files))
+                .map_err(js_err)?;
+            let st = steps
+                .into_iter()
+                .find(|s| s.step == o.step)
+                .ok_or_else(|| js_err(format!("step {} is not in the loaded dumps", o.step)))?;
+            // Parsed once (here, by `check` or an earlier run); the merge takes copies.
+            let mut kept: BTreeMap<(bool, String), Arc<RankDump>> = BTreeMap::new();
+            for (_, d) in &st.npu {
+                let r = self.npu.rank(d).map_err(|e| side_err("npu", &e))?;
+                kept.insert((false, d.clone()), r);
+            }
+            if compare {
+                for (_, d) in &st.bench {
+                    let r = self.bench.rank(d).map_err(|e| side_err("bench", &e))?;
+                    kept.insert((true, d.clone()), r);
+                }
+            }
+            let mut load = |side: SideOf, dir: &str| -> Result<RankDump> {
+                let key = (side == SideOf::Bench, dir.to_string());
+                kept.get(&key)
+                    .map(|d| RankDump::clone(d))
+                    .ok_or_else(|| Error::file_not_found(dir))
+            };
+            let merged = merge::run_parallel_step(
+                &self.npu,
+                compare.then_some(&self.bench as &dyn Files),
+                &st,
+                &params,
+                &opts,
+                true,
+                &mut load,
+            )
+            .map_err(js_err)?;
+            let ranks: Vec<i64> = merged.iter().map(|(p, _)| p.rank).collect();
+            let want = o.merged_rank.unwrap_or(ranks.first().copied().unwrap_or(0));
+            let (pair, res) = merged
+                .into_iter()
+                .find(|(p, _)| p.rank == want)
+                .ok_or_else(|| {
+                    js_err(format!(
+                        "step {} has no merged graph of rank {want} (merged ranks: {ranks:?})",
+                        o.step
+                    ))
+                })?;
+            (res, pair.npu_dir, pair.bench_dir, ranks, want)
+        };
+        let (dto, npu_order, bench_order) = view::run_dto(&res);
+        let text = serde_json::to_string(&dto).map_err(js_err)?;
+        let head = serde_json::json!({"ranks": ranks, "rank": rank}).to_string();
+        // The DTO is an object: the merge info goes in as its first key (no second copy of the
+        // graphs as a JSON value).
+        let text = match text.strip_prefix('{') {
+            Some(rest) if rest.starts_with('}') => format!("{{\"merge\":{head}}}"),
+            Some(rest) => format!("{{\"merge\":{head},{rest}"),
+            None => text,
+        };
+        self.last = Some(Last {
+            res,
+            npu_order,
+            bench_order,
+            npu_dir,
+            bench_dir,
+        });
+        Ok(text)
     }
 
     fn side(&mut self, side: &str) -> std::result::Result<&mut MemFiles, JsValue> {
@@ -627,6 +766,9 @@ impl Session {
                 .map_err(js_err)?,
             ),
         };
+        if !o.rank_size.is_empty() {
+            return self.run_parallel(&o, layer_mapping);
+        }
         let bench = if self.bench.files.is_empty() {
             None
         } else {

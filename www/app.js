@@ -132,6 +132,8 @@ export function startApp(host) {
     /** @type {HashState | null} view state waiting for its files */
     pendingHash: null,
     restoring: false,
+    /** @type {number[] | null} with a parallel merge: the main ranks of the step's merged graphs */
+    mergedRanks: null,
   };
 
   /** Listeners of the mapping panel (mappingpanel.js): a result was shown, matches changed. */
@@ -208,7 +210,7 @@ export function startApp(host) {
     progressEl.hidden = true;
   }
 
-  /** @param {'npu' | 'bench' | 'mapping' | 'load' | 'vis'} where @param {string} [msg] */
+  /** @param {'npu' | 'bench' | 'mapping' | 'load' | 'vis' | 'parallel'} where @param {string} [msg] */
   function setError(where, msg) {
     const el = $(`${where}-error`);
     el.textContent = msg ?? '';
@@ -233,7 +235,54 @@ export function startApp(host) {
       layerMappingName: choice ? choice.name.replace(/^[a-z]+: /, '') : undefined,
       fuzzy: /** @type {HTMLInputElement} */ ($('opt-fm')).checked,
       overflowCheck: /** @type {HTMLInputElement} */ ($('opt-oc')).checked,
+      ...parallelOptions(rank),
     };
+  }
+
+  /**
+   * The parallel-merge options as the CLI takes them (`--rank_size N [N]` ...), or none when the
+   * rank size is empty. One value on a compare is used for both sides. A value that is not an
+   * integer is refused with argparse's message.
+   * @param {number} rank the rank chosen in the selector (a merged graph's rank when merging)
+   */
+  function parallelOptions(rank) {
+    const compare = !!(S.sources.npu && S.sources.bench);
+    const raw = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id)).value.trim().split(/[\s,]+/).filter(Boolean);
+    /** @param {string} id @param {string} flag */
+    const ints = (id, flag) => raw(id).map((v) => {
+      if (!/^[+-]?\d+$/.test(v)) throw new Error(`argument ${flag}: invalid int value: '${v}'`);
+      return Number(v);
+    });
+    /** @template T @param {T[]} v @returns {T[]} */
+    const both = (v) => (compare && v.length === 1 ? [v[0], v[0]] : v);
+    const rankSize = both(ints('opt-rank-size', '--rank_size'));
+    if (!rankSize.length) return {};
+    return {
+      rankSize,
+      tp: both(ints('opt-tp', '--tp')),
+      pp: both(ints('opt-pp', '--pp')),
+      vpp: both(ints('opt-vpp', '--vpp')),
+      order: both(raw('opt-order')),
+      mergedRank: S.mergedRanks?.includes(rank) ? rank : undefined,
+    };
+  }
+
+  /**
+   * After a run: with a parallel merge the rank selector lists the merged graphs of the step (one
+   * per DP replica, by their main rank); without, the rank folders again.
+   * @param {import('./protocol.js').RunResult} result
+   */
+  function showMerge(result) {
+    const sel = /** @type {HTMLSelectElement} */ ($('rank-select'));
+    if (result.merge) {
+      S.mergedRanks = result.merge.ranks;
+      fillSelect(sel, result.merge.ranks, 'merged rank');
+      sel.value = String(result.merge.rank);
+      $('rank-wrap').hidden = false;
+    } else if (S.mergedRanks) {
+      S.mergedRanks = null;
+      if (S.layout) updateSelectors(S.layout);
+    }
   }
 
   /**
@@ -241,11 +290,13 @@ export function startApp(host) {
    * messages start with the file's path, which begins with the side's folder name (setRootName).
    * @param {unknown} e
    * @param {Side[]} changed sides whose files were (re)chosen in this load
-   * @returns {'npu' | 'bench' | 'mapping' | 'load'}
+   * @returns {'npu' | 'bench' | 'mapping' | 'load' | 'parallel'}
    */
   function errorPlace(e, changed) {
     if (e instanceof CoreError && e.side) return e.side;
     const msg = e instanceof Error ? e.message : String(e);
+    // The parallel parameters' messages (the CLI's, from load_parallel_param and the validation).
+    if (/^(argument )?--(rank_size|tp|pp|vpp|order)\b|\[(NPU|Bench)\] The parallel param|Parallel (params|merge)|graph merge|tp_groups/.test(msg)) return 'parallel';
     const mentions = (/** @type {Side} */ side) => {
       const root = S.sources[side]?.root;
       return !!root && (msg.startsWith(`${root}/`) || msg.startsWith(`${root}:`) || msg.includes(` ${root}/`));
@@ -287,6 +338,7 @@ export function startApp(host) {
     setError('load');
     setError('mapping');
     setError('vis');
+    setError('parallel');
     try {
       if (!S.sources.npu && !S.sources.bench) {
         clearDisplay();
@@ -336,6 +388,7 @@ export function startApp(host) {
         setError(s);
         showSource(s);
       }
+      showMerge(result);
       display(result);
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
@@ -347,6 +400,7 @@ export function startApp(host) {
       // Keep showing (and using) the previous result; the new choice stays on its card with the error,
       // so that choosing the other side next loads both.
       if (S.layout) updateSelectors(S.layout);
+      if (S.result && S.mode === 'dump') showMerge(S.result);
       if (S.mode === 'dump') for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
       renderCardWarnings();
       window.__probelens.errors.push({ where, message: e instanceof Error ? e.message : String(e) });
@@ -423,6 +477,7 @@ export function startApp(host) {
     setState('loading');
     setError('load');
     setError('mapping');
+    setError('parallel');
     try {
       progress(STAGES.run);
       const opts = runOptions();
@@ -431,6 +486,7 @@ export function startApp(host) {
       }));
       if (seq !== S.loadSeq) return;
       S.runOpts = opts;
+      showMerge(result);
       display(result);
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
@@ -913,7 +969,7 @@ export function startApp(host) {
     if (key) /** @type {HTMLInputElement} */ ($('opt-lm')).checked = true;
     rerun();
   });
-  for (const id of ['opt-lm', 'opt-fm', 'opt-oc', 'step-select', 'rank-select']) {
+  for (const id of ['opt-lm', 'opt-fm', 'opt-oc', 'step-select', 'rank-select', 'opt-rank-size', 'opt-tp', 'opt-pp', 'opt-vpp', 'opt-order']) {
     $(id).addEventListener('change', () => rerun());
   }
   host.listTemplates().then(

@@ -22,7 +22,10 @@
  * Options of a compare/build run (mirrors the CLI: `-lm`, `-fm`, `-oc`).
  * `layerMapping`: null = no layer mapping; "" = bare `-lm` (built-in rules); otherwise the YAML text.
  * `layerMappingName`: file name of the YAML, used in the core's error messages.
- * @typedef {{step: number, rank: number, layerMapping: string | null, layerMappingName?: string, fuzzy: boolean, overflowCheck: boolean}} RunOptions
+ * Parallel merge (the CLI's `--rank_size/--tp/--pp/--vpp/--order`, one value per side: NPU [Bench];
+ * no `rankSize`: no merge): the step's rank folders are merged, `mergedRank` picks the merged graph
+ * (by its main rank; absent: the first) and the result's `merge` lists them all.
+ * @typedef {{step: number, rank: number, layerMapping: string | null, layerMappingName?: string, fuzzy: boolean, overflowCheck: boolean, rankSize?: number[], tp?: number[], pp?: number[], vpp?: number[], order?: string[], mergedRank?: number}} RunOptions
  */
 
 /**
@@ -74,6 +77,7 @@
  * @property {Graph} npu
  * @property {Graph | null} bench
  * @property {string[]} [tensorReads] tensor files the core read during this run (`side/path`; dump runs only)
+ * @property {{ranks: number[], rank: number}} [merge] with a parallel merge: the main ranks of the step's merged graphs and the one shown
  */
 
 /**

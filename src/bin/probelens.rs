@@ -127,41 +127,18 @@ struct Args {
     json: bool,
 }
 
-/// msprobe's `load_parallel_param`: the parallel parameters of each side, or None without
-/// `--rank_size`.
+/// msprobe's `load_parallel_param` (shared with the page: `merge::load_params`).
 fn parallel_params(
     a: &Args,
 ) -> std::result::Result<Option<Vec<probelens::merge::ParallelParams>>, String> {
-    if a.rank_size.is_empty() {
-        return Ok(None);
-    }
-    if a.tp.is_empty() || a.pp.is_empty() {
-        return Err("In the graph merge task, parameters \"tp/pp/rank_size\" is required!".into());
-    }
-    let compare = a.golden.is_some();
-    let n = if compare { 2 } else { 1 };
-    let task = if compare { "compare" } else { "build" };
-    if a.rank_size.len() != n {
-        return Err(format!("In the graph merge {task} task, the number of parameters \"rank_size\" to be filled in is either {n}!"));
-    }
-    if a.tp.len() != n || a.pp.len() != n {
-        return Err(format!("In the graph merge {task} task, the number of parameters \"tp/pp/rank_size\" to be filled in is either {n}!"));
-    }
-    Ok(Some(
-        (0..n)
-            .map(|i| probelens::merge::ParallelParams {
-                rank_size: a.rank_size[i],
-                tp: a.tp[i],
-                pp: a.pp[i],
-                vpp: if a.vpp.len() == n { a.vpp[i] } else { 1 },
-                order: if a.order.len() == n {
-                    a.order[i].clone()
-                } else {
-                    probelens::merge::DEFAULT_ORDER.to_string()
-                },
-            })
-            .collect(),
-    ))
+    let given = probelens::merge::ParallelArgs {
+        rank_size: a.rank_size.clone(),
+        tp: a.tp.clone(),
+        pp: a.pp.clone(),
+        vpp: a.vpp.clone(),
+        order: a.order.clone(),
+    };
+    probelens::merge::load_params(&given, a.golden.is_some())
 }
 
 fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
@@ -1011,8 +988,8 @@ enum Unit<'a> {
     Step(probelens::merge::ParallelStep),
 }
 
-/// A parallel-merge step: validates the parameters against the rank folders, loads every rank
-/// of both sides and merges (and compares) them; one pair per merged group.
+/// A parallel-merge step (`merge::run_parallel_step`, shared with the page): the rank folders
+/// are parsed from the file system.
 fn run_parallel_step(
     npu: &FsFiles,
     bench: Option<&FsFiles>,
@@ -1021,49 +998,20 @@ fn run_parallel_step(
     opts: &RunOptions,
     for_db: bool,
 ) -> Result<Vec<(PairPlan, run::PairResult)>> {
-    use probelens::merge;
-    let pn = params
-        .first()
-        .ok_or_else(|| Error::input("--rank_size", "missing parallel parameters"))?;
-    merge::validate(pn, s.npu.len(), &npu.display(&s.npu_dir), "[NPU]")?;
-    let load = |f: &FsFiles,
-                ranks: &[(i64, String)]|
-     -> Result<Vec<(i64, String, probelens::dump::RankDump)>> {
-        ranks
-            .iter()
-            .map(|(r, d)| Ok((*r, d.clone(), run::load_rank(f, d)?)))
-            .collect()
+    use probelens::merge::{self, SideOf};
+    let mut load = |side: SideOf, dir: &str| match (side, bench) {
+        (SideOf::Bench, Some(b)) => run::load_rank(b, dir),
+        _ => run::load_rank(npu, dir),
     };
-    let nd = load(npu, &s.npu)?;
-    let bd = match (bench, &s.bench_dir) {
-        (Some(b), Some(dir)) => {
-            let pb = params.get(1).ok_or_else(|| {
-                Error::input("--rank_size", "Parallel params error in compare graph!")
-            })?;
-            merge::validate(pb, s.bench.len(), &b.display(dir), "[Bench]")?;
-            Some(load(b, &s.bench)?)
-        }
-        _ => None,
-    };
-    Ok(merge::run_step(nd, bd, params, opts, for_db)?
-        .into_iter()
-        .map(|m| {
-            let mut res = m.result;
-            // Real-tensor dumps: the tensors are read from the main ranks' folders, as msprobe
-            // compares the merged graphs with the main ranks' dump paths.
-            let tensors = tensor_files(npu, bench, &m.npu_dir, &m.bench_dir);
-            run::compare_pair_tensors(&mut res, tensors.as_ref());
-            (
-                PairPlan {
-                    step: s.step,
-                    rank: m.rank,
-                    npu_dir: m.npu_dir,
-                    bench_dir: m.bench_dir,
-                },
-                res,
-            )
-        })
-        .collect())
+    merge::run_parallel_step(
+        npu,
+        bench.map(|b| b as &dyn Files),
+        s,
+        params,
+        opts,
+        for_db,
+        &mut load,
+    )
 }
 
 /// Removes a partially written file when dropped.
