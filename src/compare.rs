@@ -1030,85 +1030,89 @@ const MSG_REL_WARN: &str = "warning: The norm relative error of output is 10 tim
 const MSG_CRC_ERR: &str = "error: The CRC-32 value of NPU differs from that of the bench.";
 const MSG_CRC_WARN: &str = "warning: The parameter of NPU does not match the bench.";
 
+/// msprobe's ignore rule of an API (by its name's second segment): no checks, or outputs only.
 #[derive(PartialEq)]
-enum Ignore {
+pub(crate) enum Ignore {
     All,
     Input,
     No,
 }
 
-fn run_checkers(
-    sn: &Store,
-    sb: &Store,
-    mut rows: Vec<Row>,
-    mode: Mode,
-    layout_aware: bool,
-    parallel_merge: bool,
-) -> (Level, Vec<Row>) {
-    // ApiData: inputs (incl. parameters) and outputs, in row order.
-    let out_idx: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_output()).collect();
-    let in_idx: Vec<usize> = (0..rows.len()).filter(|i| !rows[*i].is_output()).collect();
-    let ignore = match in_idx.first() {
-        None => Ignore::No,
-        Some(&i) => match rows[i].n_name.split('.').nth(1).map(|api| {
-            if parallel_merge {
-                strip_rank_suffix(api)
-            } else {
-                api
-            }
-        }) {
-            Some(api)
-                if [
-                    "empty",
-                    "empty_like",
-                    "numpy",
-                    "to",
-                    "__setitem__",
-                    "empty_with_format",
-                    "new_empty_strided",
-                    "new_empty",
-                    "empty_strided",
-                ]
-                .contains(&api) =>
-            {
-                Ignore::All
-            }
-            Some(api)
-                if [
-                    "_reduce_scatter_base",
-                    "_all_gather_base",
-                    "all_to_all_single",
-                    "batch_isend_irecv",
-                ]
-                .contains(&api) =>
-            {
-                Ignore::Input
-            }
-            _ => Ignore::No,
-        },
-    };
-    let checked: Vec<usize> = match ignore {
-        Ignore::All => Vec::new(),
-        Ignore::Input => out_idx.clone(),
-        Ignore::No => in_idx.iter().chain(out_idx.iter()).copied().collect(),
-    };
-    let bench_named = |r: &Row| !r.b_name.is_empty() && r.b_name != "N/A";
-    if mode == Mode::Md5 {
-        for &i in &checked {
-            let r = &mut rows[i];
-            if !py_eq_cross(&r.n_md5, sn, &r.b_md5.py, sb) {
-                let null =
-                    |p: &Py, s: &Store| matches!(p.as_str(s), Some("N/A") | Some("Nan") | Some(""));
-                if null(&r.n_md5, sn) || null(&r.b_md5.py, sb) {
-                    raise(r, Level::Warning, MSG_CRC_WARN);
+/// The rows of one node as msprobe's checkers see them (`ApiData`): inputs (incl. parameters)
+/// and outputs in row order, the API's ignore rule and the rows the per-row checkers look at.
+/// The checkers shared by the statistics and the tensor sets are methods; each set calls them in
+/// its own order (`run_checkers`, `realdata`'s `TENSOR_CHECKERS`).
+pub(crate) struct ApiRows {
+    pub(crate) in_idx: Vec<usize>,
+    pub(crate) out_idx: Vec<usize>,
+    pub(crate) ignore: Ignore,
+    pub(crate) checked: Vec<usize>,
+}
+
+fn bench_named(r: &Row) -> bool {
+    !r.b_name.is_empty() && r.b_name != "N/A"
+}
+
+impl ApiRows {
+    /// `parallel_merge`: the API name loses its `_rank{r}` suffix before the ignore rule.
+    pub(crate) fn new(rows: &[Row], parallel_merge: bool) -> ApiRows {
+        let out_idx: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_output()).collect();
+        let in_idx: Vec<usize> = (0..rows.len()).filter(|i| !rows[*i].is_output()).collect();
+        let ignore = match in_idx.first() {
+            None => Ignore::No,
+            Some(&i) => match rows[i].n_name.split('.').nth(1).map(|api| {
+                if parallel_merge {
+                    strip_rank_suffix(api)
                 } else {
-                    raise(r, Level::Error, MSG_CRC_ERR);
+                    api
                 }
-            }
+            }) {
+                Some(api)
+                    if [
+                        "empty",
+                        "empty_like",
+                        "numpy",
+                        "to",
+                        "__setitem__",
+                        "empty_with_format",
+                        "new_empty_strided",
+                        "new_empty",
+                        "empty_strided",
+                    ]
+                    .contains(&api) =>
+                {
+                    Ignore::All
+                }
+                Some(api)
+                    if [
+                        "_reduce_scatter_base",
+                        "_all_gather_base",
+                        "all_to_all_single",
+                        "batch_isend_irecv",
+                    ]
+                    .contains(&api) =>
+                {
+                    Ignore::Input
+                }
+                _ => Ignore::No,
+            },
+        };
+        let checked: Vec<usize> = match ignore {
+            Ignore::All => Vec::new(),
+            Ignore::Input => out_idx.clone(),
+            Ignore::No => in_idx.iter().chain(out_idx.iter()).copied().collect(),
+        };
+        ApiRows {
+            in_idx,
+            out_idx,
+            ignore,
+            checked,
         }
-    } else {
-        // InfNanErrChecker
-        for &i in &checked {
+    }
+
+    /// InfNanErrChecker.
+    pub(crate) fn inf_nan(&self, rows: &mut [Row], sn: &Store, sb: &Store) {
+        for &i in &self.checked {
             let r = &mut rows[i];
             if is_inf_or_nan(&r.b_stats[0].py, sb) || is_inf_or_nan(&r.b_stats[1].py, sb) {
                 continue;
@@ -1117,21 +1121,11 @@ fn run_checkers(
                 raise(r, Level::Error, MSG_INF_NAN);
             }
         }
-        // RelativeErrChecker
-        if ignore == Ignore::No {
-            let ins: Vec<&Row> = in_idx.iter().map(|i| &rows[*i]).collect();
-            let rin = min_or_max(&ins, false, sn).abs();
-            if rin < 0.1 {
-                for &i in &out_idx {
-                    let r = &mut rows[i];
-                    if str2float(&r.cols[7], sn).abs() > 0.5 {
-                        raise(r, Level::Error, MSG_REL_ERR);
-                    }
-                }
-            }
-        }
-        // RequiresGradErrChecker
-        for &i in &checked {
+    }
+
+    /// RequiresGradErrChecker.
+    pub(crate) fn requires_grad(&self, rows: &mut [Row], sn: &Store, sb: &Store) {
+        for &i in &self.checked {
             let r = &mut rows[i];
             if !bench_named(r) {
                 continue;
@@ -1143,30 +1137,37 @@ fn run_checkers(
                 raise(r, Level::Error, MSG_RG);
             }
         }
-        // ParametersErrChecker
-        if ignore == Ignore::No {
-            for &i in &in_idx {
-                let r = &mut rows[i];
-                if !bench_named(r) {
-                    continue;
-                }
-                if !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {
-                    continue;
-                }
-                let has_class = |p: &Py, s: &Store| p.to_py_str(s).contains("class");
-                if !has_class(&r.n_dtype, sn) || !has_class(&r.b_dtype.py, sb) {
-                    continue;
-                }
-                if r.n_shape.to_py_str(sn) != "[]" {
-                    continue;
-                }
-                if !py_eq_cross(&r.n_stats[0], sn, &r.b_stats[0].py, sb) {
-                    raise(r, Level::Error, MSG_PARAMS);
-                }
+    }
+
+    /// ParametersErrChecker.
+    pub(crate) fn parameters(&self, rows: &mut [Row], sn: &Store, sb: &Store) {
+        if self.ignore != Ignore::No {
+            return;
+        }
+        for &i in &self.in_idx {
+            let r = &mut rows[i];
+            if !bench_named(r) {
+                continue;
+            }
+            if !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {
+                continue;
+            }
+            let has_class = |p: &Py, s: &Store| p.to_py_str(s).contains("class");
+            if !has_class(&r.n_dtype, sn) || !has_class(&r.b_dtype.py, sb) {
+                continue;
+            }
+            if r.n_shape.to_py_str(sn) != "[]" {
+                continue;
+            }
+            if !py_eq_cross(&r.n_stats[0], sn, &r.b_stats[0].py, sb) {
+                raise(r, Level::Error, MSG_PARAMS);
             }
         }
-        // DTypeErrChecker
-        for &i in &checked {
+    }
+
+    /// DTypeErrChecker.
+    pub(crate) fn dtype(&self, rows: &mut [Row], sn: &Store, sb: &Store) {
+        for &i in &self.checked {
             let r = &mut rows[i];
             if !bench_named(r) || r.n_name == "N/A" {
                 continue;
@@ -1181,8 +1182,12 @@ fn run_checkers(
                 raise(r, Level::Error, MSG_DTYPE);
             }
         }
-        // ShapeErrChecker (not in the parallel-merge set)
-        for &i in checked.iter().filter(|_| !parallel_merge) {
+    }
+
+    /// ShapeErrChecker. `layout_aware` (our option, statistics only): shapes that are
+    /// permutations of each other count as equal.
+    pub(crate) fn shape(&self, rows: &mut [Row], sn: &Store, sb: &Store, layout_aware: bool) {
+        for &i in &self.checked {
             let r = &mut rows[i];
             if !bench_named(r) {
                 continue;
@@ -1196,8 +1201,56 @@ fn run_checkers(
                 raise(r, Level::Error, MSG_SHAPE);
             }
         }
+    }
+}
+
+fn run_checkers(
+    sn: &Store,
+    sb: &Store,
+    mut rows: Vec<Row>,
+    mode: Mode,
+    layout_aware: bool,
+    parallel_merge: bool,
+) -> (Level, Vec<Row>) {
+    let api = ApiRows::new(&rows, parallel_merge);
+    let (in_idx, out_idx, checked) = (&api.in_idx, &api.out_idx, &api.checked);
+    if mode == Mode::Md5 {
+        for &i in checked {
+            let r = &mut rows[i];
+            if !py_eq_cross(&r.n_md5, sn, &r.b_md5.py, sb) {
+                let null =
+                    |p: &Py, s: &Store| matches!(p.as_str(s), Some("N/A") | Some("Nan") | Some(""));
+                if null(&r.n_md5, sn) || null(&r.b_md5.py, sb) {
+                    raise(r, Level::Warning, MSG_CRC_WARN);
+                } else {
+                    raise(r, Level::Error, MSG_CRC_ERR);
+                }
+            }
+        }
+    } else {
+        api.inf_nan(&mut rows, sn, sb);
+        // RelativeErrChecker
+        if api.ignore == Ignore::No {
+            let ins: Vec<&Row> = in_idx.iter().map(|i| &rows[*i]).collect();
+            let rin = min_or_max(&ins, false, sn).abs();
+            if rin < 0.1 {
+                for &i in out_idx {
+                    let r = &mut rows[i];
+                    if str2float(&r.cols[7], sn).abs() > 0.5 {
+                        raise(r, Level::Error, MSG_REL_ERR);
+                    }
+                }
+            }
+        }
+        api.requires_grad(&mut rows, sn, sb);
+        api.parameters(&mut rows, sn, sb);
+        api.dtype(&mut rows, sn, sb);
+        // ShapeErrChecker: not in the parallel-merge set
+        if !parallel_merge {
+            api.shape(&mut rows, sn, sb, layout_aware);
+        }
         // RelativeWarnChecker
-        if ignore == Ignore::No && !out_idx.is_empty() {
+        if api.ignore == Ignore::No && !out_idx.is_empty() {
             let ins: Vec<&Row> = in_idx.iter().map(|i| &rows[*i]).collect();
             let outs: Vec<&Row> = out_idx.iter().map(|i| &rows[*i]).collect();
             let rin = min_or_max(&ins, false, sn).abs();

@@ -23,8 +23,8 @@
 //!   above 0.9999; EucDist is not rounded.
 
 use crate::compare::{
-    is_inf_or_nan, py_eq_cross, raise, rows_for, str2float, Comparison, ItemResult, Level, Row,
-    IGNORE_PRECISION, MSG_DTYPE, MSG_INF_NAN, MSG_PARAMS, MSG_RG, MSG_SHAPE,
+    raise, rows_for, str2float, ApiRows, Comparison, Ignore, ItemResult, Level, Row,
+    IGNORE_PRECISION,
 };
 use crate::dump::RankDump;
 use crate::error::Diagnostic;
@@ -468,111 +468,26 @@ fn min_metric(col: usize, metrics: &[[Py; 6]], idx: &[usize], store: &Store) -> 
 
 /// `TENSOR_CHECKERS` over the rows of one node (`metrics[i]` belongs to `rows[i]`).
 fn tensor_checkers(sn: &Store, sb: &Store, rows: &mut [Row], metrics: &[[Py; 6]]) -> Level {
-    let out_idx: Vec<usize> = (0..rows.len()).filter(|i| rows[*i].is_output()).collect();
-    let in_idx: Vec<usize> = (0..rows.len()).filter(|i| !rows[*i].is_output()).collect();
-    #[derive(PartialEq)]
-    enum Ignore {
-        All,
-        Input,
-        No,
-    }
-    let ignore = match in_idx
-        .first()
-        .and_then(|i| rows[*i].n_name.split('.').nth(1))
-    {
-        Some(
-            "empty" | "empty_like" | "numpy" | "to" | "__setitem__" | "empty_with_format"
-            | "new_empty_strided" | "new_empty" | "empty_strided",
-        ) => Ignore::All,
-        Some(
-            "_reduce_scatter_base" | "_all_gather_base" | "all_to_all_single" | "batch_isend_irecv",
-        ) => Ignore::Input,
-        _ => Ignore::No,
-    };
-    let checked: Vec<usize> = match ignore {
-        Ignore::All => Vec::new(),
-        Ignore::Input => out_idx.clone(),
-        Ignore::No => in_idx.iter().chain(out_idx.iter()).copied().collect(),
-    };
-    let bench_named = |r: &Row| !r.b_name.is_empty() && r.b_name != "N/A";
-    // InfNanErrChecker
-    for &i in &checked {
-        let r = &mut rows[i];
-        if is_inf_or_nan(&r.b_stats[0].py, sb) || is_inf_or_nan(&r.b_stats[1].py, sb) {
-            continue;
-        }
-        if is_inf_or_nan(&r.n_stats[0], sn) || is_inf_or_nan(&r.n_stats[1], sn) {
-            raise(r, Level::Error, MSG_INF_NAN);
-        }
-    }
+    let api = ApiRows::new(rows, false);
+    let (in_idx, out_idx) = (&api.in_idx, &api.out_idx);
     let mins = |idx: &[usize], col: usize| min_metric(col, metrics, idx, sn);
+    api.inf_nan(rows, sn, sb);
     // OneThousandthErrChecker
-    if ignore == Ignore::No && !out_idx.is_empty() {
-        let min_in = mins(&in_idx, 4);
-        let min_out = mins(&out_idx, 4);
+    if api.ignore == Ignore::No && !out_idx.is_empty() {
+        let min_in = mins(in_idx, 4);
+        let min_out = mins(out_idx, 4);
         if min_in > 0.9 && min_out < 0.1 {
             raise(&mut rows[out_idx[0]], Level::Error, MSG_ONE_THOUSANDTH);
         }
     }
-    // RequiresGradErrChecker
-    for &i in &checked {
-        let r = &mut rows[i];
-        if !bench_named(r) || !r.n_rg.truthy(sn) || !r.b_rg.py.truthy(sb) {
-            continue;
-        }
-        if !py_eq_cross(&r.n_rg, sn, &r.b_rg.py, sb) {
-            raise(r, Level::Error, MSG_RG);
-        }
-    }
-    // ParametersErrChecker
-    if ignore == Ignore::No {
-        for &i in &in_idx {
-            let r = &mut rows[i];
-            if !bench_named(r) || !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {
-                continue;
-            }
-            let has_class = |p: &Py, s: &Store| p.to_py_str(s).contains("class");
-            if !has_class(&r.n_dtype, sn) || !has_class(&r.b_dtype.py, sb) {
-                continue;
-            }
-            if r.n_shape.to_py_str(sn) != "[]" {
-                continue;
-            }
-            if !py_eq_cross(&r.n_stats[0], sn, &r.b_stats[0].py, sb) {
-                raise(r, Level::Error, MSG_PARAMS);
-            }
-        }
-    }
-    // DTypeErrChecker
-    for &i in &checked {
-        let r = &mut rows[i];
-        if !bench_named(r) || r.n_name == "N/A" {
-            continue;
-        }
-        if r.b_name.contains("qkv") || r.b_name.contains("gate_up") {
-            continue;
-        }
-        if !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {
-            continue;
-        }
-        if !py_eq_cross(&r.n_dtype, sn, &r.b_dtype.py, sb) {
-            raise(r, Level::Error, MSG_DTYPE);
-        }
-    }
-    // ShapeErrChecker
-    for &i in &checked {
-        let r = &mut rows[i];
-        if !bench_named(r) || r.n_shape.is_none() || r.b_shape.py.is_none() {
-            continue;
-        }
-        if !py_eq_cross(&r.n_shape, sn, &r.b_shape.py, sb) {
-            raise(r, Level::Error, MSG_SHAPE);
-        }
-    }
+    api.requires_grad(rows, sn, sb);
+    api.parameters(rows, sn, sb);
+    api.dtype(rows, sn, sb);
+    api.shape(rows, sn, sb, false);
     // CosineWarnChecker
-    if ignore == Ignore::No && !out_idx.is_empty() {
-        let cin = mins(&in_idx, 0);
-        let cout = mins(&out_idx, 0);
+    if api.ignore == Ignore::No && !out_idx.is_empty() {
+        let cin = mins(in_idx, 0);
+        let cout = mins(out_idx, 0);
         if cin > 0.9 && cin - cout > 0.1 {
             raise(&mut rows[out_idx[0]], Level::Warning, MSG_COSINE);
         }
