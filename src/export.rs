@@ -57,6 +57,37 @@ pub struct ConfigRow {
     pub step_list: String,
 }
 
+impl ConfigRow {
+    /// The row of a run in `mode` (`compare`: a Bench side was given), as msprobe writes it.
+    pub fn new(
+        compare: bool,
+        mode: Mode,
+        micro_steps: i64,
+        overflow_check: bool,
+        rank_list: &[i64],
+        step_list: &[i64],
+    ) -> ConfigRow {
+        ConfigRow {
+            graph_type: if compare { "compare" } else { "build" },
+            task: if compare {
+                crate::compare::mode_task(mode)
+            } else {
+                ""
+            },
+            tool_tip: compare.then(|| tool_tip(mode)),
+            micro_steps,
+            overflow_check: overflow_check as i64,
+            node_colors: if compare {
+                node_colors(mode)
+            } else {
+                "null".into()
+            },
+            rank_list: int_list(rank_list),
+            step_list: int_list(step_list),
+        }
+    }
+}
+
 /// Where rows go (the CLI's SQLite writer, or a collector).
 pub trait Sink {
     fn node(&mut self, row: NodeRow);

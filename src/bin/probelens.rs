@@ -772,22 +772,6 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                     for d in &res.diagnostics {
                         eprintln!("probelens: {d}");
                     }
-                    let dump_dir = |files: &FsFiles,
-                                    dir: &str,
-                                    d: &probelens::dump::RankDump|
-                     -> Option<String> {
-                        let dd = d.dump_data_dir.as_ref()?;
-                        let base = std::fs::canonicalize(files.root.join(dir)).ok()?;
-                        let parent = Path::new(dd)
-                            .parent()
-                            .map(Path::to_path_buf)
-                            .unwrap_or_default();
-                        Some(if parent == base {
-                            dd.clone()
-                        } else {
-                            base.join("dump_tensor_data").display().to_string()
-                        })
-                    };
                     let nx = GraphExport {
                         graph: &res.npu.graph,
                         dump: &res.npu.dump,
@@ -797,7 +781,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         data_source: "NPU",
                         step: pair.step,
                         rank: pair.rank,
-                        dump_data_dir: dump_dir(&npu, &pair.npu_dir, &res.npu.dump),
+                        dump_data_dir: tensor_dir(&npu, &pair.npu_dir, &res.npu.dump),
                     };
                     let bx = match (&res.bench, &bench, &pair.bench_dir) {
                         (Some(b), Some(bf), Some(bdir)) => Some(GraphExport {
@@ -809,7 +793,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                             data_source: "Bench",
                             step: pair.step,
                             rank: pair.rank,
-                            dump_data_dir: dump_dir(bf, bdir, &b.dump),
+                            dump_data_dir: tensor_dir(bf, bdir, &b.dump),
                         }),
                         _ => None,
                     };
@@ -836,27 +820,14 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         push_dist(&mut dist, "Bench", pair.step, pair.rank, db);
                     }
                     if config.is_none() {
-                        let compare = res.bench.is_some();
-                        config = Some(ConfigRow {
-                            graph_type: if compare { "compare" } else { "build" },
-                            task: if compare {
-                                probelens::compare::mode_task(res.mode)
-                            } else {
-                                ""
-                            },
-                            tool_tip: compare.then(|| export::tool_tip(res.mode)),
-                            micro_steps: res.micro_steps,
-                            overflow_check: a.overflow as i64,
-                            node_colors: if compare {
-                                export::node_colors(res.mode)
-                            } else {
-                                "null".into()
-                            },
-                            rank_list: export::int_list(
-                                &rank_list.clone().unwrap_or_else(|| plan.rank_list()),
-                            ),
-                            step_list: export::int_list(&plan.step_list),
-                        });
+                        config = Some(ConfigRow::new(
+                            res.bench.is_some(),
+                            res.mode,
+                            res.micro_steps,
+                            a.overflow,
+                            &rank_list.clone().unwrap_or_else(|| plan.rank_list()),
+                            &plan.step_list,
+                        ));
                     }
                     if a.timing {
                         eprintln!(

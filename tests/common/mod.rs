@@ -490,25 +490,14 @@ fn run_inner(case: &Case) -> probelens::Result<Db> {
             push("Bench", pair.step, pair.rank, db);
         }
         if config.is_none() {
-            let compare = res.bench.is_some();
-            config = Some(ConfigRow {
-                graph_type: if compare { "compare" } else { "build" },
-                task: if compare {
-                    probelens::compare::mode_task(res.mode)
-                } else {
-                    ""
-                },
-                tool_tip: compare.then(|| export::tool_tip(res.mode)),
-                micro_steps: res.micro_steps,
-                overflow_check: opts.overflow_check as i64,
-                node_colors: if compare {
-                    export::node_colors(res.mode)
-                } else {
-                    "null".into()
-                },
-                rank_list: export::int_list(&plan.rank_list()),
-                step_list: export::int_list(&plan.step_list),
-            });
+            config = Some(ConfigRow::new(
+                res.bench.is_some(),
+                res.mode,
+                res.micro_steps,
+                opts.overflow_check,
+                &plan.rank_list(),
+                &plan.step_list,
+            ));
         }
     }
     let mut db = Db::default();
