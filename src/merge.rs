@@ -208,31 +208,20 @@ fn masked_rank_groups(total: i64, dims: &[i64], mask: &[bool]) -> Vec<Vec<i64>> 
         }
         out
     };
-    let masked: Vec<i64> = dims
-        .iter()
-        .zip(mask)
-        .filter(|(_, m)| **m)
-        .map(|(d, _)| *d)
-        .collect();
-    let unmasked: Vec<i64> = dims
-        .iter()
-        .zip(mask)
-        .filter(|(_, m)| !**m)
-        .map(|(d, _)| *d)
-        .collect();
+    // `[x for x, m in zip(values, mask) if m]` (`keep`), or `if not m`.
+    let pick = |values: &[i64], keep: bool| -> Vec<i64> {
+        values
+            .iter()
+            .zip(mask)
+            .filter(|(_, m)| **m == keep)
+            .map(|(x, _)| *x)
+            .collect()
+    };
+    let masked = pick(dims, true);
+    let unmasked = pick(dims, false);
     let strides = prefix(dims);
-    let ms: Vec<i64> = strides
-        .iter()
-        .zip(mask)
-        .filter(|(_, m)| **m)
-        .map(|(s, _)| *s)
-        .collect();
-    let us: Vec<i64> = strides
-        .iter()
-        .zip(mask)
-        .filter(|(_, m)| !**m)
-        .map(|(s, _)| *s)
-        .collect();
+    let ms = pick(&strides, true);
+    let us = pick(&strides, false);
     let group = prefix(&masked).last().copied().unwrap_or(1).max(1);
     let dot = |a: &[i64], b: &[i64]| -> i64 { a.iter().zip(b).map(|(x, y)| x * y).sum() };
     (0..total / group)
