@@ -416,18 +416,14 @@ const INDEXES: [(&str, &str); 7] = [
     ("index7", "is_distributed"),
 ];
 
-struct DbSink<'c> {
+/// The prepared inserts of the writer thread.
+struct DbInsert<'c> {
     nodes: rusqlite::Statement<'c>,
     stacks: rusqlite::Statement<'c>,
-    error: Option<rusqlite::Error>,
-    count: usize,
 }
 
-impl Sink for DbSink<'_> {
-    fn node(&mut self, r: NodeRow) {
-        if self.error.is_some() {
-            return;
-        }
+impl DbInsert<'_> {
+    fn node(&mut self, r: NodeRow) -> rusqlite::Result<()> {
         let precision: Option<rusqlite::types::Value> = r.precision_index.map(|p| {
             if p.fract() == 0.0 {
                 rusqlite::types::Value::Integer(p as i64)
@@ -435,7 +431,7 @@ impl Sink for DbSink<'_> {
                 rusqlite::types::Value::Real(p)
             }
         });
-        let res = self.nodes.execute(params![
+        self.nodes.execute(params![
             r.id,
             r.graph_id,
             r.node_order,
@@ -458,19 +454,12 @@ impl Sink for DbSink<'_> {
             r.step,
             r.rank,
             r.is_distributed
-        ]);
-        self.count += 1;
-        if let Err(e) = res {
-            self.error = Some(e);
-        }
+        ])?;
+        Ok(())
     }
-    fn stack(&mut self, r: StackRow) {
-        if self.error.is_some() {
-            return;
-        }
-        if let Err(e) = self.stacks.execute(params![r.id, r.stack_info]) {
-            self.error = Some(e);
-        }
+    fn stack(&mut self, r: StackRow) -> rusqlite::Result<()> {
+        self.stacks.execute(params![r.id, r.stack_info])?;
+        Ok(())
     }
 }
 
@@ -539,21 +528,16 @@ fn write_rows(
 ) -> std::result::Result<(), rusqlite::Error> {
     let tx = conn.transaction()?;
     {
-        let mut sink = DbSink {
+        let mut insert = DbInsert {
             nodes: tx.prepare(INSERT_NODE_SQL)?,
             stacks: tx.prepare("INSERT INTO tb_stack (id, stack_info) VALUES (?, ?)")?,
-            error: None,
-            count: 0,
         };
         for batch in batches {
             for r in batch {
                 match r {
-                    DbRow::Node(n) => sink.node(n),
-                    DbRow::Stack(st) => sink.stack(st),
+                    DbRow::Node(n) => insert.node(n)?,
+                    DbRow::Stack(st) => insert.stack(st)?,
                 }
-            }
-            if let Some(e) = sink.error.take() {
-                return Err(e);
             }
         }
     }
