@@ -571,8 +571,8 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
     let framework = d.framework.unwrap_or("pytorch");
     let store = &d.store;
     let mut items = Vec::with_capacity(d.entries.len());
-    let mut frame_cache: HashMap<(u32, u32), std::result::Result<String, Fail>> =
-        HashMap::default();
+    // A failing stack ends the whole call, so only successes are cached.
+    let mut frame_cache: HashMap<(u32, u32), String> = HashMap::default();
     for e in &d.entries {
         let name = &e.name;
         let seg: Vec<&str> = name.split('.').collect();
@@ -645,15 +645,14 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
                     Val::List { start, len } => Some((start, len)),
                     _ => None,
                 };
-                let cached = key.and_then(|k| frame_cache.get(&k));
-                frame_scope = match cached {
-                    Some(r) => r.clone()?,
+                frame_scope = match key.and_then(|k| frame_cache.get(&k)) {
+                    Some(f) => f.clone(),
                     None => {
-                        let r = frame_scope_of(store, sv, name, framework);
+                        let f = frame_scope_of(store, sv, name, framework)?;
                         if let Some(k) = key {
-                            frame_cache.insert(k, r.clone());
+                            frame_cache.insert(k, f.clone());
                         }
-                        r?
+                        f
                     }
                 };
             }
