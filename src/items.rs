@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::json::{KeyId, Store, Val};
-use crate::pyfmt::{float_repr, json_str, py_repr, py_str};
+use crate::pyfmt::{json_str, py_repr, py_str};
 
 /// Keys with fixed ids: [`intern_known_keys`] interns them first, in this order.
 pub mod k {
@@ -133,14 +133,9 @@ impl Py {
     }
     /// `str(x)`.
     pub fn to_py_str(&self, store: &Store) -> String {
-        match self {
-            Py::None => "None".into(),
-            Py::V(v) => py_str(store, *v),
-            Py::S(s) => s.clone(),
-            Py::F(f) => float_repr(*f),
-            Py::I(i) => i.to_string(),
-            Py::B(b) => if *b { "True" } else { "False" }.into(),
-        }
+        let mut s = String::new();
+        self.write_py_str(store, &mut s);
+        s
     }
     /// `str(x)` appended to `out`.
     pub fn write_py_str(&self, store: &Store, out: &mut String) {
