@@ -7,9 +7,10 @@
 //! walk the raw data again.
 
 use crate::error::{Diagnostic, Error, ErrorKind, Place, Result};
-use crate::json::{line_col, KeyId, Reader, Store, SyntaxError, Val};
+use crate::json::{line_col, KeyId, LineBase, Reader, Store, SyntaxError, Val};
 use crate::pyfmt::py_str;
 use crate::HashMap;
+use std::collections::BTreeMap;
 
 /// The task field of dump.json.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,15 +161,24 @@ pub fn entry_path(name: &str) -> String {
 }
 
 impl RankDump {
-    /// Parses one rank folder's files. `stack` may be absent only if the caller decided so;
-    /// msprobe itself requires all three.
+    /// Parses one rank folder's files, each given whole. The same as feeding a
+    /// [`RankParser`] (dump.json as one chunk, parsed in place).
     pub fn parse(
         names: FileNames,
         dump: &[u8],
         construct: &[u8],
         stack: &[u8],
     ) -> Result<RankDump> {
-        let mut rd = RankDump {
+        let mut p = RankParser::new(names, dump.len() as u64 + stack.len() as u64)?;
+        p.construct(construct);
+        p.dump_chunk(dump)?;
+        p.dump_end()?;
+        p.stack(stack)?;
+        Ok(p.finish())
+    }
+
+    fn empty(names: FileNames) -> RankDump {
+        RankDump {
             names,
             store: Store::default(),
             task: None,
@@ -190,150 +200,577 @@ impl RankDump {
             has_md5: false,
             diagnostics: Vec::new(),
             item_warnings: None,
-        };
-        let total = dump.len() as u64 + stack.len() as u64;
-        if total > MAX_FILE_BYTES {
+        }
+    }
+}
+
+/// A rank folder parsed as its files arrive: construct.json (whole), then dump.json in chunks of
+/// any size, then stack.json (whole). dump.json is parsed entry by entry as the bytes come and
+/// the parsed bytes are dropped, so the file is never held whole (the page reads a 2 GB
+/// dump.json in slices; the CLI in 8 MB reads). Messages and their precedence are those of a
+/// whole-file parse: dump.json's, then construct.json's, then stack.json's.
+pub struct RankParser {
+    rd: RankDump,
+    construct_err: Option<Error>,
+    dump: DumpStream,
+}
+
+/// Where the dump.json parser is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    /// Before the opening '{'.
+    Start,
+    /// After the opening '{' (a key or '}').
+    TopFirst,
+    /// A top-level key is next.
+    TopKey,
+    /// After the `data` object (',' or '}').
+    TopAfter,
+    /// After `"data": {` (an entry or '}').
+    DataFirst,
+    /// An entry is next.
+    DataKey,
+    /// After the top-level object: only whitespace may follow.
+    End,
+}
+
+struct DumpStream {
+    /// Bytes not yet parsed (and the framework scan's lookahead), when the last chunk ended
+    /// inside an entry. Empty while whole entries arrive: chunks are parsed in place.
+    carry: Vec<u8>,
+    /// Parse position in `carry`.
+    at: usize,
+    /// Absolute offset of the first held byte.
+    base: usize,
+    lines: LineBase,
+    state: St,
+    header: Vec<(String, Val, (usize, usize))>,
+    data_err: Option<Error>,
+    /// Per entry index, what checking it found (only entries with something to say): the
+    /// first error stops the run, warnings are summed in entry order at the end.
+    outcomes: BTreeMap<u32, std::result::Result<(String, usize), Error>>,
+    fw: FwScan,
+    /// Absolute offset up to which the framework scan has looked.
+    fw_at: usize,
+    done: bool,
+}
+
+/// The bytes a round holds, for messages: line and column are counted on from the last place
+/// asked (entries are checked in file order), so locating many places costs one pass.
+struct Src<'a> {
+    buf: &'a [u8],
+    /// Line and column at `buf[0]`.
+    start: LineBase,
+    cur: std::cell::Cell<(usize, LineBase)>,
+}
+
+impl<'a> Src<'a> {
+    fn new(buf: &'a [u8], start: LineBase) -> Self {
+        Src {
+            buf,
+            start,
+            cur: std::cell::Cell::new((0, start)),
+        }
+    }
+
+    /// 1-based line and column of `buf[off]` in the file.
+    fn lc(&self, off: usize) -> (usize, usize) {
+        let (at, base) = self.cur.get();
+        let off = off.min(self.buf.len());
+        if off < at {
+            return self.start.line_col(self.buf, off);
+        }
+        let mut b = base;
+        b.advance(&self.buf[at..off]);
+        self.cur.set((off, b));
+        (b.line, b.col + 1)
+    }
+}
+
+/// How far a step got.
+enum Step {
+    Next(St),
+    /// The bytes end inside the step: wait for the next chunk.
+    More,
+}
+
+/// A syntax error met in a step, unless the held bytes merely ended inside it: a reader fails
+/// at most a few bytes past where the input stops (the longest token it looks ahead for is
+/// `-Infinity`), so an error that close to the end waits for the next chunk.
+fn step_err(file: &str, src: &Src, eof: bool, se: SyntaxError) -> Result<Step> {
+    if !eof && se.offset + 16 >= src.buf.len() {
+        return Ok(Step::More);
+    }
+    let (l, c) = src.lc(se.offset);
+    Err(Error::new(
+        ErrorKind::Syntax,
+        file,
+        Place::LineCol(l, c),
+        format!("invalid JSON: {}", se.msg),
+    ))
+}
+
+impl RankParser {
+    /// `dump_and_stack_bytes`: the two files' sizes together (the core's offsets are 32-bit).
+    pub fn new(names: FileNames, dump_and_stack_bytes: u64) -> Result<RankParser> {
+        if dump_and_stack_bytes > MAX_FILE_BYTES {
             return Err(Error::new(
                 ErrorKind::Limit,
-                &rd.names.dump,
+                &names.dump,
                 Place::None,
                 format!(
-                    "dump.json and stack.json of one rank folder are {total} bytes together; \
+                    "dump.json and stack.json of one rank folder are {dump_and_stack_bytes} bytes together; \
                      probelens reads at most {MAX_FILE_BYTES} bytes (4 GiB) per rank folder"
                 ),
             ));
         }
+        let mut rd = RankDump::empty(names);
         crate::items::intern_known_keys(&mut rd.store);
-        rd.parse_dump(dump)?;
-        rd.parse_construct(construct)?;
-        rd.parse_stack(stack)?;
-        // The arenas were reserved from the file size; give back what the estimate overshot
-        // (the dump is kept for the whole run, and in the page for the whole session).
-        rd.store.vals.shrink_to_fit();
-        rd.store.pairs.shrink_to_fit();
-        rd.store.text.shrink_to_fit();
-        Ok(rd)
+        Ok(RankParser {
+            rd,
+            construct_err: None,
+            dump: DumpStream {
+                carry: Vec::new(),
+                at: 0,
+                base: 0,
+                lines: LineBase::default(),
+                state: St::Start,
+                header: Vec::new(),
+                data_err: None,
+                outcomes: BTreeMap::new(),
+                fw: FwScan::default(),
+                fw_at: 0,
+                done: false,
+            },
+        })
     }
 
-    fn parse_dump(&mut self, buf: &[u8]) -> Result<()> {
-        // Reserve from the file size (msprobe writes indent=1 JSON: about one key per 30 bytes), so
-        // the arenas do not grow by copying; untouched capacity costs no resident memory.
-        self.store.pairs.reserve(buf.len() / 30);
-        self.store.vals.reserve(buf.len() / 80);
-        self.store.text.reserve(buf.len() / 6);
-        let file = self.names.dump.clone();
-        let f = file.as_str();
-        let mut r = Reader::new(buf);
-        let e = |r: &Reader, msg: &str| -> Error {
-            syntax(
-                f,
-                buf,
-                SyntaxError {
-                    offset: r.pos,
-                    msg: msg.into(),
-                },
-            )
-        };
-        match r.peek() {
-            Some(b'{') => r.pos += 1,
-            None => {
-                return Err(Error::new(
-                    ErrorKind::Syntax,
-                    f,
-                    Place::LineCol(1, 1),
-                    "the file is empty, expected a JSON object",
-                ))
+    /// construct.json, whole. Its error (if any) is reported after dump.json's.
+    pub fn construct(&mut self, buf: &[u8]) {
+        if let Err(e) = self.rd.parse_construct(buf) {
+            self.construct_err = Some(e);
+        }
+    }
+
+    /// The next bytes of dump.json.
+    pub fn dump_chunk(&mut self, chunk: &[u8]) -> Result<()> {
+        if self.dump.base == 0 && self.dump.carry.is_empty() && self.dump.at == 0 {
+            // Reserve from the file's first chunk (msprobe writes indent=1 JSON: about one key
+            // per 30 bytes); a whole file given at once reserves once. Untouched capacity
+            // costs no resident memory, and `finish` gives back what was not used.
+            let st = &mut self.rd.store;
+            st.pairs.reserve(chunk.len() / 30);
+            st.vals.reserve(chunk.len() / 80);
+            st.text.reserve(chunk.len() / 6);
+        }
+        if self.dump.carry.is_empty() {
+            // Parse in place; keep only what is left.
+            let keep = self.rd.dump_round(&mut self.dump, chunk, 0, false)?;
+            self.dump.carry.extend_from_slice(&chunk[keep.0..]);
+            self.dump.at = keep.1 - keep.0;
+        } else {
+            let mut carry = std::mem::take(&mut self.dump.carry);
+            carry.extend_from_slice(chunk);
+            let at = self.dump.at;
+            let keep = self.rd.dump_round(&mut self.dump, &carry, at, false)?;
+            carry.drain(..keep.0);
+            self.dump.carry = carry;
+            self.dump.at = keep.1 - keep.0;
+        }
+        Ok(())
+    }
+
+    /// dump.json has ended: checks what needed the whole file.
+    pub fn dump_end(&mut self) -> Result<()> {
+        let carry = std::mem::take(&mut self.dump.carry);
+        let at = self.dump.at;
+        self.rd.dump_round(&mut self.dump, &carry, at, true)?;
+        drop(carry);
+        self.rd.dump_finish(&mut self.dump)?;
+        match self.construct_err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// stack.json, whole.
+    pub fn stack(&mut self, buf: &[u8]) -> Result<()> {
+        self.rd.parse_stack(buf)
+    }
+
+    /// The parsed rank folder.
+    pub fn finish(mut self) -> RankDump {
+        // The arenas were reserved from the file size; give back what the estimate overshot
+        // (the dump is kept for the whole run, and in the page for the whole session).
+        self.rd.store.vals.shrink_to_fit();
+        self.rd.store.pairs.shrink_to_fit();
+        self.rd.store.text.shrink_to_fit();
+        self.rd
+    }
+}
+
+/// `detect_framework_by_dump_json`'s text scan, over a stream: the first line whose first
+/// `"type":` is followed (after blanks) by `"mindspore` or `"torch`.
+#[derive(Debug, Default)]
+struct FwScan {
+    /// Decided: the framework, or None when the file ended without one.
+    found: Option<Option<&'static str>>,
+    /// The current line's first `"type":` was seen (and was neither): skip to the next line.
+    line_done: bool,
+}
+
+impl FwScan {
+    /// Scans `buf[from..]`; returns how far it got (it stops where it needs bytes it has not
+    /// got, unless `eof`).
+    fn scan(&mut self, buf: &[u8], from: usize, eof: bool) -> usize {
+        const PAT: &[u8] = b"\"type\":";
+        let mut i = from;
+        while self.found.is_none() && i < buf.len() {
+            let rest = &buf[i..];
+            let nl = rest.iter().position(|&b| b == b'\n');
+            let line = &rest[..nl.unwrap_or(rest.len())];
+            if self.line_done {
+                match nl {
+                    Some(n) => {
+                        i += n + 1;
+                        self.line_done = false;
+                        continue;
+                    }
+                    None => return buf.len(),
+                }
             }
-            Some(_) => {
-                // Valid JSON of another type is a schema error; anything else a syntax error.
-                let at = r.pos;
-                let mut scratch = Store::default();
-                let v = r.value(&mut scratch, 0).map_err(|se| syntax(f, buf, se))?;
-                r.end().map_err(|se| syntax(f, buf, se))?;
-                let (l, c) = line_col(buf, at);
-                return Err(Error::new(
-                    ErrorKind::Schema,
-                    f,
-                    Place::LineCol(l, c),
-                    format!(
-                        "expected a JSON object with \"task\" and \"data\" at the top, found {}",
-                        type_name(v)
-                    ),
-                ));
+            match find_sub(line, PAT) {
+                Some(p) => {
+                    let after = &line[p + PAT.len()..];
+                    let ws = after.iter().take_while(|b| b.is_ascii_whitespace()).count();
+                    let after = &after[ws..];
+                    // The longest prefix to tell is `"mindspore` (10 bytes).
+                    if after.len() < 10 && nl.is_none() && !eof {
+                        return i + p;
+                    }
+                    if after.starts_with(b"\"mindspore") {
+                        self.found = Some(Some("mindspore"));
+                    } else if after.starts_with(b"\"torch") {
+                        self.found = Some(Some("pytorch"));
+                    } else {
+                        self.line_done = true;
+                        i += p + PAT.len();
+                    }
+                }
+                None => match nl {
+                    Some(n) => i += n + 1,
+                    None if eof => i = buf.len(),
+                    // A `"type":` may straddle the chunk's end.
+                    None => return buf.len().saturating_sub(PAT.len() - 1).max(i),
+                },
             }
         }
-        // Python keeps the last of duplicate keys, so checks wait for the end of the file.
-        let mut data_err: Option<Error> = None;
-        let mut header: Vec<(String, Val, usize)> = Vec::new();
-        let mut entry_at: Vec<usize> = Vec::new();
-        if r.peek() == Some(b'}') {
-            r.pos += 1;
+        if eof && self.found.is_none() {
+            self.found = Some(None);
+        }
+        if self.found.is_some() {
+            buf.len()
         } else {
-            loop {
-                if r.peek() != Some(b'"') {
-                    return Err(e(&r, "expected a string key"));
-                }
-                let key = r.read_str().map_err(|se| syntax(f, buf, se))?.to_owned();
-                r.expect(b':').map_err(|se| syntax(f, buf, se))?;
-                r.skip_ws();
-                let at = r.pos;
-                if key == "data" {
-                    self.has_data_key = true;
-                    self.entries.clear();
-                    self.entry_index.clear();
-                    entry_at.clear();
-                    if r.peek() == Some(b'{') {
-                        self.data_is_object = true;
-                        data_err = None;
-                        self.parse_entries(&mut r, buf, &mut entry_at)?;
-                    } else {
-                        self.data_is_object = false;
-                        let v = r
-                            .value(&mut self.store, 1)
-                            .map_err(|se| syntax(f, buf, se))?;
-                        data_err = Some(Error::schema_at(
+            i
+        }
+    }
+}
+
+impl RankDump {
+    /// Parses what it can of `buf[at..]` (held bytes: `buf[0]` is at `st.base`). Returns
+    /// (first byte to keep, parse position): everything before the first is done with.
+    fn dump_round(
+        &mut self,
+        st: &mut DumpStream,
+        buf: &[u8],
+        at: usize,
+        eof: bool,
+    ) -> Result<(usize, usize)> {
+        let file = self.names.dump.clone();
+        let f = file.as_str();
+        let mut r = if st.base == 0 && at == 0 {
+            Reader::new(buf)
+        } else {
+            Reader::at(buf, at)
+        };
+        let src = Src::new(buf, st.lines);
+        let fail = |se: SyntaxError| step_err(f, &src, eof, se);
+        let here = |r: &Reader, msg: &str| SyntaxError {
+            offset: r.pos,
+            msg: msg.into(),
+        };
+        while !st.done {
+            let step_at = r.pos;
+            let mark = self.store.mark();
+            let step: Result<Step> = match st.state {
+                St::Start => match r.peek() {
+                    None if !eof => Ok(Step::More),
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::Syntax,
                             f,
-                            "data",
-                            line_col(buf, at),
+                            Place::LineCol(1, 1),
+                            "the file is empty, expected a JSON object",
+                        ))
+                    }
+                    Some(b'{') => {
+                        r.pos += 1;
+                        Ok(Step::Next(St::TopFirst))
+                    }
+                    Some(_) if !eof => Ok(Step::More),
+                    Some(_) => {
+                        // Valid JSON of another type is a schema error; anything else a
+                        // syntax error.
+                        let at = r.pos;
+                        let mut scratch = Store::default();
+                        let v = match r.value(&mut scratch, 0).and_then(|v| r.end().map(|_| v)) {
+                            Ok(v) => v,
+                            Err(se) => return fail(se).map(|_| (0, 0)),
+                        };
+                        return Err(Error::new(
+                            ErrorKind::Schema,
+                            f,
+                            {
+                                let (l, c) = src.lc(at);
+                                Place::LineCol(l, c)
+                            },
                             format!(
-                                "expected an object mapping node names to entries, found {}",
+                                "expected a JSON object with \"task\" and \"data\" at the top, found {}",
                                 type_name(v)
                             ),
                         ));
                     }
-                } else {
-                    let v = r
-                        .value(&mut self.store, 1)
-                        .map_err(|se| syntax(f, buf, se))?;
-                    let as_s = |v: Val, store: &Store| match v {
-                        Val::Null => None,
-                        _ => Some(py_str(store, v)),
-                    };
-                    if matches!(
-                        key.as_str(),
-                        "task" | "level" | "framework" | "dump_data_dir"
-                    ) {
-                        header.retain(|(k, _, _)| *k != key);
-                        header.push((key.clone(), v, at));
+                },
+                St::TopFirst => match r.peek() {
+                    None if !eof => Ok(Step::More),
+                    Some(b'}') => {
+                        r.pos += 1;
+                        Ok(Step::Next(St::End))
                     }
-                    match key.as_str() {
-                        "task" => self.task = as_s(v, &self.store),
-                        "level" => self.level = as_s(v, &self.store),
-                        "framework" => self.framework_key = as_s(v, &self.store),
-                        "dump_data_dir" => self.dump_data_dir = as_s(v, &self.store),
-                        _ => {}
+                    _ => Ok(Step::Next(St::TopKey)),
+                },
+                St::TopKey => self.top_member(st, &mut r, &src, eof),
+                St::TopAfter => match r.comma_or_close(b'}') {
+                    Ok(true) => Ok(Step::Next(St::TopKey)),
+                    Ok(false) => Ok(Step::Next(St::End)),
+                    Err(se) => fail(se),
+                },
+                St::DataFirst => match r.peek() {
+                    None if !eof => Ok(Step::More),
+                    Some(b'}') => {
+                        r.pos += 1;
+                        Ok(Step::Next(St::TopAfter))
+                    }
+                    _ => Ok(Step::Next(St::DataKey)),
+                },
+                St::DataKey => {
+                    if r.peek() != Some(b'"') {
+                        fail(here(&r, "expected a string key (an entry name)"))
+                    } else {
+                        self.data_entry(st, &mut r, &src, eof)
                     }
                 }
-                if !r.comma_or_close(b'}').map_err(|se| syntax(f, buf, se))? {
+                St::End => match r.peek() {
+                    None if eof => {
+                        st.done = true;
+                        Ok(Step::Next(St::End))
+                    }
+                    None => Ok(Step::More),
+                    Some(_) => match r.end() {
+                        Ok(()) => Ok(Step::Next(St::End)),
+                        Err(se) => fail(se),
+                    },
+                },
+            };
+            match step? {
+                Step::Next(s) => st.state = s,
+                Step::More => {
+                    self.store.rewind(mark);
+                    r.pos = step_at;
                     break;
                 }
             }
         }
-        r.end().map_err(|se| syntax(f, buf, se))?;
-        if let Some(err) = data_err {
+        // The framework scan sees every byte once, before it is dropped.
+        let mut keep = r.pos;
+        if st.fw.found.is_none() {
+            let from = st.fw_at.saturating_sub(st.base);
+            let got = st.fw.scan(buf, from, eof);
+            st.fw_at = st.base + got;
+            keep = keep.min(got);
+        }
+        st.lines.advance(&buf[..keep]);
+        st.base += keep;
+        Ok((keep, r.pos))
+    }
+
+    /// `"key": value` at the top of dump.json, then ',' or '}'.
+    fn top_member(
+        &mut self,
+        st: &mut DumpStream,
+        r: &mut Reader,
+        src: &Src,
+        eof: bool,
+    ) -> Result<Step> {
+        let f = self.names.dump.clone();
+        let f = f.as_str();
+        let syn = |se: SyntaxError| step_err(f, src, eof, se);
+        if r.peek() != Some(b'"') {
+            return syn(SyntaxError {
+                offset: r.pos,
+                msg: "expected a string key".into(),
+            });
+        }
+        let key = match r.read_str() {
+            Ok(k) => k.to_owned(),
+            Err(se) => return syn(se),
+        };
+        if let Err(se) = r.expect(b':') {
+            return syn(se);
+        }
+        r.skip_ws();
+        let at = r.pos;
+        if key == "data" {
+            if r.peek() == Some(b'{') {
+                r.pos += 1;
+                self.has_data_key = true;
+                self.entries.clear();
+                self.entry_index.clear();
+                st.outcomes.clear();
+                self.data_is_object = true;
+                st.data_err = None;
+                return Ok(Step::Next(St::DataFirst));
+            }
+            if r.peek().is_none() && !eof {
+                return Ok(Step::More);
+            }
+            let v = match r.value(&mut self.store, 1) {
+                Ok(v) => v,
+                Err(se) => return syn(se),
+            };
+            let next = match r.comma_or_close(b'}') {
+                Ok(true) => St::TopKey,
+                Ok(false) => St::End,
+                Err(se) => return syn(se),
+            };
+            self.has_data_key = true;
+            self.entries.clear();
+            self.entry_index.clear();
+            st.outcomes.clear();
+            self.data_is_object = false;
+            st.data_err = Some(Error::schema_at(
+                f,
+                "data",
+                src.lc(at),
+                format!(
+                    "expected an object mapping node names to entries, found {}",
+                    type_name(v)
+                ),
+            ));
+            return Ok(Step::Next(next));
+        }
+        let v = match r.value(&mut self.store, 1) {
+            Ok(v) => v,
+            Err(se) => return syn(se),
+        };
+        let next = match r.comma_or_close(b'}') {
+            Ok(true) => St::TopKey,
+            Ok(false) => St::End,
+            Err(se) => return syn(se),
+        };
+        let as_s = |v: Val, store: &Store| match v {
+            Val::Null => None,
+            _ => Some(py_str(store, v)),
+        };
+        if matches!(
+            key.as_str(),
+            "task" | "level" | "framework" | "dump_data_dir"
+        ) {
+            st.header.retain(|(k, _, _)| *k != key);
+            st.header.push((key.clone(), v, src.lc(at)));
+        }
+        match key.as_str() {
+            "task" => self.task = as_s(v, &self.store),
+            "level" => self.level = as_s(v, &self.store),
+            "framework" => self.framework_key = as_s(v, &self.store),
+            "dump_data_dir" => self.dump_data_dir = as_s(v, &self.store),
+            _ => {}
+        }
+        Ok(Step::Next(next))
+    }
+
+    /// One `"name": {...}` of `data`, then ',' or '}'; checked while its bytes are at hand.
+    fn data_entry(
+        &mut self,
+        st: &mut DumpStream,
+        r: &mut Reader,
+        src: &Src,
+        eof: bool,
+    ) -> Result<Step> {
+        let f = self.names.dump.clone();
+        let f = f.as_str();
+        let syn = |se: SyntaxError| step_err(f, src, eof, se);
+        let name = match r.read_str() {
+            Ok(k) => k.to_owned(),
+            Err(se) => return syn(se),
+        };
+        if let Err(se) = r.expect(b':') {
+            return syn(se);
+        }
+        r.skip_ws();
+        let at = r.pos;
+        let value = match r.value(&mut self.store, 2) {
+            Ok(v) => v,
+            Err(se) => return syn(se),
+        };
+        let next = match r.comma_or_close(b'}') {
+            Ok(true) => St::DataKey,
+            Ok(false) => St::TopAfter,
+            Err(se) => return syn(se),
+        };
+        let overflow = crate::overflow::entry_scene(&self.store, &name, value);
+        let outcome = self.validate_entry(&name, value, src, at);
+        let i = match self.entry_index.get(&name) {
+            Some(&i) => {
+                if let Some(e) = self.entries.get_mut(i as usize) {
+                    e.value = value;
+                    e.overflow = overflow;
+                }
+                i
+            }
+            None => {
+                let i = self.entries.len() as u32;
+                self.entry_index.insert(name.clone(), i);
+                self.entries.push(Entry {
+                    name,
+                    value,
+                    overflow,
+                });
+                i
+            }
+        };
+        match outcome {
+            Ok(None) => {
+                st.outcomes.remove(&i);
+            }
+            Ok(Some(w)) => {
+                st.outcomes.insert(i, Ok(w));
+            }
+            Err(e) => {
+                st.outcomes.insert(i, Err(e));
+            }
+        }
+        Ok(Step::Next(next))
+    }
+
+    /// The checks that wait for the end of dump.json (Python keeps the last of duplicate keys).
+    fn dump_finish(&mut self, st: &mut DumpStream) -> Result<()> {
+        let file = self.names.dump.clone();
+        let f = file.as_str();
+        if let Some(err) = st.data_err.take() {
             return Err(err);
         }
-        for (key, v, at) in &header {
+        for (key, v, at) in &st.header {
             if !matches!(v, Val::Str(_) | Val::Null) {
                 let what = match key.as_str() {
                     "task" => "a string such as \"statistics\"",
@@ -344,14 +781,18 @@ impl RankDump {
                 return Err(Error::schema_at(
                     f,
                     key.as_str(),
-                    line_col(buf, *at),
+                    *at,
                     format!("expected {what}, found {}", type_name(*v)),
                 ));
             }
         }
-        for i in 0..self.entries.len() {
-            let (name, value) = (self.entries[i].name.clone(), self.entries[i].value);
-            self.validate_entry(&name, value, buf, entry_at.get(i).copied().unwrap_or(0))?;
+        for (_, outcome) in std::mem::take(&mut st.outcomes) {
+            let (first, count) = outcome?;
+            let w = self.item_warnings.get_or_insert_with(ItemWarnings::default);
+            if w.first.is_none() {
+                w.first = Some(first);
+            }
+            w.count += count;
         }
         self.has_md5 = self.entries.iter().any(|e| md5_find(&self.store, e.value));
         if let Some(d) = self.item_warnings.take() {
@@ -360,68 +801,8 @@ impl RankDump {
         self.framework = match self.framework_key.as_deref() {
             Some("pytorch") => Some("pytorch"),
             Some("mindspore") => Some("mindspore"),
-            _ => detect_framework_by_text(buf),
+            _ => st.fw.found.flatten(),
         };
-        Ok(())
-    }
-
-    fn parse_entries(
-        &mut self,
-        r: &mut Reader,
-        buf: &[u8],
-        entry_at: &mut Vec<usize>,
-    ) -> Result<()> {
-        let f = self.names.dump.clone();
-        let f = f.as_str();
-        r.pos += 1; // '{'
-        if r.peek() == Some(b'}') {
-            r.pos += 1;
-            return Ok(());
-        }
-        loop {
-            if r.peek() != Some(b'"') {
-                return Err(syntax(
-                    f,
-                    buf,
-                    SyntaxError {
-                        offset: r.pos,
-                        msg: "expected a string key (an entry name)".into(),
-                    },
-                ));
-            }
-            let name = r.read_str().map_err(|se| syntax(f, buf, se))?.to_owned();
-            r.expect(b':').map_err(|se| syntax(f, buf, se))?;
-            r.skip_ws();
-            let at = r.pos;
-            let value = r
-                .value(&mut self.store, 2)
-                .map_err(|se| syntax(f, buf, se))?;
-            let overflow = crate::overflow::entry_scene(&self.store, &name, value);
-            match self.entry_index.get(&name) {
-                Some(&i) => {
-                    if let Some(e) = self.entries.get_mut(i as usize) {
-                        e.value = value;
-                        e.overflow = overflow;
-                    }
-                    if let Some(a) = entry_at.get_mut(i as usize) {
-                        *a = at;
-                    }
-                }
-                None => {
-                    self.entry_index
-                        .insert(name.clone(), self.entries.len() as u32);
-                    self.entries.push(Entry {
-                        name,
-                        value,
-                        overflow,
-                    });
-                    entry_at.push(at);
-                }
-            }
-            if !r.comma_or_close(b'}').map_err(|se| syntax(f, buf, se))? {
-                break;
-            }
-        }
         Ok(())
     }
 
@@ -579,17 +960,26 @@ impl RankDump {
     /// read_op flattens are lists, objects or null; nesting stays within msprobe's 400 levels;
     /// integers stay within a float's range. Item anomalies msprobe reads through are counted
     /// into one warning.
-    fn validate_entry(&mut self, name: &str, value: Val, buf: &[u8], at: usize) -> Result<()> {
+    /// What checking one entry found: an error, or the first item warning (its message) and how
+    /// many there were. `at` is where the entry's value starts in `src`.
+    fn validate_entry(
+        &self,
+        name: &str,
+        value: Val,
+        src: &Src,
+        at: usize,
+    ) -> Result<Option<(String, usize)>> {
+        let buf = src.buf;
         let file = self.names.dump.as_str();
         let store = &self.store;
         match value {
-            Val::Null => return Ok(()),
+            Val::Null => return Ok(None),
             Val::Obj { .. } => {}
             other => {
                 return Err(Error::schema_at(
                     file,
                     entry_path(name),
-                    line_col(buf, at),
+                    src.lc(at),
                     format!(
                         "expected an object with the entry's input_args, input_kwargs, output... (or null), found {}",
                         type_name(other)
@@ -622,7 +1012,7 @@ impl RankDump {
                     return Err(Error::schema_at(
                         file,
                         seg_path(store, name, &path),
-                        line_col(buf, locate(buf, at, store, &path)),
+                        src.lc(locate(buf, at, store, &path)),
                         format!(
                             "expected a list or an object of items (or null), found {}",
                             type_name(*v)
@@ -659,7 +1049,7 @@ impl RankDump {
                     kind,
                     file,
                     {
-                        let (l, c) = line_col(buf, locate(buf, at, store, &p));
+                        let (l, c) = src.lc(locate(buf, at, store, &p));
                         Place::PathAt(seg_path(store, name, &p), l, c)
                     },
                     msg,
@@ -785,18 +1175,13 @@ impl RankDump {
                 ),
             }
         }
-        if let Some((p, msg)) = warn {
-            let w = self.item_warnings.get_or_insert_with(ItemWarnings::default);
-            if w.first.is_none() {
-                let (l, c) = line_col(buf, locate(buf, at, &self.store, &p));
-                w.first = Some(format!(
-                    "line {l}, column {c}: {}: {msg}",
-                    seg_path(&self.store, name, &p)
-                ));
-            }
-            w.count += warn_count;
-        }
-        Ok(())
+        Ok(warn.map(|(p, msg)| {
+            let (l, c) = src.lc(locate(buf, at, store, &p));
+            (
+                format!("line {l}, column {c}: {}: {msg}", seg_path(store, name, &p)),
+                warn_count,
+            )
+        }))
     }
 
     pub fn entry(&self, name: &str) -> Option<&Entry> {
@@ -984,30 +1369,6 @@ fn md5_find(store: &Store, entry: Val) -> bool {
         Val::List { .. } => store.list(*v).iter().any(has_md5),
         other => has_md5(other) && !matches!(other, Val::List { .. }),
     })
-}
-
-/// `detect_framework_by_dump_json` for a file without a usable `framework` key: the first line
-/// with `"type": "mindspore` or `"type": "torch`.
-fn detect_framework_by_text(buf: &[u8]) -> Option<&'static str> {
-    for line in buf.split(|&b| b == b'\n') {
-        if let Some(p) = find_sub(line, b"\"type\":") {
-            let rest = &line[p + 7..];
-            let rest = {
-                let mut i = 0;
-                while rest.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
-                    i += 1;
-                }
-                &rest[i..]
-            };
-            if rest.starts_with(b"\"mindspore") {
-                return Some("mindspore");
-            }
-            if rest.starts_with(b"\"torch") {
-                return Some("pytorch");
-            }
-        }
-    }
-    None
 }
 
 fn find_sub(h: &[u8], n: &[u8]) -> Option<usize> {

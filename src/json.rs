@@ -114,6 +114,20 @@ impl Store {
             _ => None,
         }
     }
+    /// The arenas' lengths now.
+    pub fn mark(&self) -> Mark {
+        Mark {
+            vals: self.vals.len(),
+            pairs: self.pairs.len(),
+            text: self.text.len(),
+        }
+    }
+    /// Forgets every value added since `m` (interned keys stay; they are harmless).
+    pub fn rewind(&mut self, m: Mark) {
+        self.vals.truncate(m.vals);
+        self.pairs.truncate(m.pairs);
+        self.text.truncate(m.text);
+    }
     pub fn new_list(&mut self, items: &[Val]) -> Val {
         let start = self.vals.len() as u32;
         self.vals.extend_from_slice(items);
@@ -156,6 +170,57 @@ pub fn line_col(buf: &[u8], offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// Where the bytes a streaming parser still holds begin, for messages: a file read in chunks
+/// drops what it has parsed, so line and column count on from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineBase {
+    /// 1-based line of the first held byte.
+    pub line: usize,
+    /// Characters before the first held byte on its line.
+    pub col: usize,
+}
+
+impl Default for LineBase {
+    fn default() -> Self {
+        LineBase { line: 1, col: 0 }
+    }
+}
+
+impl LineBase {
+    /// 1-based line and column of byte `offset` of `held` (the bytes from this base on); the
+    /// same as [`line_col`] over the whole file.
+    pub fn line_col(&self, held: &[u8], offset: usize) -> (usize, usize) {
+        let (l, c) = line_col(held, offset);
+        if l == 1 {
+            (self.line, self.col + c)
+        } else {
+            (self.line + l - 1, c)
+        }
+    }
+
+    /// Moves the base past `dropped`, the bytes that are no longer held.
+    pub fn advance(&mut self, dropped: &[u8]) {
+        // A character is any byte that does not continue a UTF-8 sequence (what
+        // `from_utf8_lossy(..).chars().count()` gives for valid UTF-8).
+        let chars = |b: &[u8]| b.iter().filter(|&&x| x & 0xC0 != 0x80).count();
+        match dropped.iter().rposition(|&b| b == b'\n') {
+            Some(p) => {
+                self.line += dropped.iter().filter(|&&b| b == b'\n').count();
+                self.col = chars(&dropped[p + 1..]);
+            }
+            None => self.col += chars(dropped),
+        }
+    }
+}
+
+/// The lengths of a [`Store`]'s arenas, to undo a value that was only partly read.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    vals: usize,
+    pairs: usize,
+    text: usize,
+}
+
 /// Cursor over JSON bytes.
 pub struct Reader<'a> {
     pub buf: &'a [u8],
@@ -183,6 +248,13 @@ impl<'a> Reader<'a> {
             stack_vals: Vec::new(),
             stack_pairs: Vec::new(),
         }
+    }
+
+    /// A reader at `pos` of `buf` (a later chunk of a stream: no byte order mark is skipped).
+    pub fn at(buf: &'a [u8], pos: usize) -> Self {
+        let mut r = Reader::new(buf);
+        r.pos = pos;
+        r
     }
 
     pub fn err<T>(&self, msg: impl Into<String>) -> R<T> {

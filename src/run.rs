@@ -5,7 +5,7 @@
 //! implements it over the file system, the page over the files the user dropped.
 
 use crate::compare::{compare, compare_mode, CompareOptions, Comparison};
-use crate::dump::{FileNames, RankDump};
+use crate::dump::{FileNames, RankDump, RankParser};
 use crate::error::{Diagnostic, Error, Result};
 use crate::graph::Graph;
 use crate::items::Mode;
@@ -19,6 +19,15 @@ pub trait Files {
     fn list(&self, dir: &str) -> Result<Vec<(String, bool)>>;
     /// A file's bytes.
     fn read(&self, path: &str) -> Result<Cow<'_, [u8]>>;
+    /// A file's size, with the errors `read` would give for a missing or too large file.
+    fn size(&self, path: &str) -> Result<u64> {
+        self.read(path).map(|b| b.len() as u64)
+    }
+    /// A file's bytes in order, in chunks of any size (the dump.json parser never needs the
+    /// whole file). Stops at the first error of `sink`.
+    fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        sink(&self.read(path)?)
+    }
     /// How to name a path in messages (e.g. with the root folder in front).
     fn display(&self, path: &str) -> String {
         path.to_string()
@@ -322,17 +331,29 @@ pub fn plan(npu: &dyn Files, bench: Option<&dyn Files>) -> Result<Plan> {
     })
 }
 
-/// Reads the three files of a rank folder.
+/// Reads the three files of a rank folder. dump.json is streamed through the parser
+/// ([`Files::read_chunks`]): it is never held whole.
 pub fn load_rank(f: &dyn Files, dir: &str) -> Result<RankDump> {
     let names = FileNames {
         dump: f.display(&join(dir, "dump.json")),
         construct: f.display(&join(dir, "construct.json")),
         stack: f.display(&join(dir, "stack.json")),
     };
-    let construct = f.read(&join(dir, "construct.json"))?;
-    let dump = f.read(&join(dir, "dump.json"))?;
-    let stack = f.read(&join(dir, "stack.json"))?;
-    RankDump::parse(names, &dump, &construct, &stack)
+    let (c, d, s) = (
+        join(dir, "construct.json"),
+        join(dir, "dump.json"),
+        join(dir, "stack.json"),
+    );
+    // A missing or unreadable file is reported before any parse error (construct, dump, stack).
+    f.size(&c)?;
+    let dump_size = f.size(&d)?;
+    let stack_size = f.size(&s)?;
+    let mut p = RankParser::new(names, dump_size + stack_size)?;
+    p.construct(&f.read(&c)?);
+    f.read_chunks(&d, &mut |chunk| p.dump_chunk(chunk))?;
+    p.dump_end()?;
+    p.stack(&f.read(&s)?)?;
+    Ok(p.finish())
 }
 
 /// Options of a run.

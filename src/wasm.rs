@@ -212,28 +212,39 @@ impl MemFiles {
         }
     }
 
-    /// Reads a registered lazy file through the reader callback.
+    /// Reads a registered lazy file through the reader callback: the whole file, or
+    /// `length` bytes from `offset`.
     fn read_lazy(&self, path: &str) -> Result<Vec<u8>> {
+        self.read_lazy_at(path, None)
+    }
+
+    fn read_lazy_at(&self, path: &str, slice: Option<(f64, f64)>) -> Result<Vec<u8>> {
         let Some(reader) = &self.reader else {
             return Err(Error::input(
                 self.display(path),
                 "cannot read: no file reader was given to the session",
             ));
         };
-        let v = reader
-            .call2(
+        let side = JsValue::from_str(self.side);
+        let p = JsValue::from_str(path);
+        let v = match slice {
+            None => reader.call2(&JsValue::NULL, &side, &p),
+            Some((offset, length)) => reader.call4(
                 &JsValue::NULL,
-                &JsValue::from_str(self.side),
-                &JsValue::from_str(path),
-            )
-            .map_err(|e| {
-                let why = e
-                    .dyn_ref::<js_sys::Error>()
-                    .map(|e| String::from(e.message()))
-                    .or_else(|| e.as_string())
-                    .unwrap_or_else(|| "the reader failed".to_string());
-                Error::input(self.display(path), format!("cannot read: {why}"))
-            })?;
+                &side,
+                &p,
+                &JsValue::from_f64(offset),
+                &JsValue::from_f64(length),
+            ),
+        }
+        .map_err(|e| {
+            let why = e
+                .dyn_ref::<js_sys::Error>()
+                .map(|e| String::from(e.message()))
+                .or_else(|| e.as_string())
+                .unwrap_or_else(|| "the reader failed".to_string());
+            Error::input(self.display(path), format!("cannot read: {why}"))
+        })?;
         let Some(bytes) = v.dyn_ref::<js_sys::Uint8Array>() else {
             return Err(Error::input(
                 self.display(path),
@@ -297,6 +308,44 @@ impl Files for MemFiles {
             return self.read_lazy(path).map(Cow::Owned);
         }
         Err(Error::file_not_found(self.display(path)))
+    }
+    fn size(&self, path: &str) -> Result<u64> {
+        match self.lazy.get(path) {
+            Some(&size) if !self.files.contains_key(path) => {
+                if size > crate::dump::MAX_FILE_BYTES as f64 {
+                    return Err(Error::file_too_large(self.display(path), size as u64));
+                }
+                Ok(size as u64)
+            }
+            _ => self.read(path).map(|b| b.len() as u64),
+        }
+    }
+    /// A lazy file (a dump.json the worker keeps as a `File`) is read in 16 MB slices through
+    /// the reader, so it never sits whole in the wasm memory.
+    fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        const SLICE: f64 = (16 << 20) as f64;
+        let total = match self.lazy.get(path) {
+            Some(&size) if !self.files.contains_key(path) => size,
+            _ => return sink(&self.read(path)?),
+        };
+        let mut offset = 0.0;
+        while offset < total {
+            let length = SLICE.min(total - offset);
+            let bytes = self.read_lazy_at(path, Some((offset, length)))?;
+            if bytes.len() as f64 != length {
+                return Err(Error::input(
+                    self.display(path),
+                    format!(
+                        "cannot read: {} bytes at offset {offset} gave {} (did the file change?)",
+                        length,
+                        bytes.len()
+                    ),
+                ));
+            }
+            sink(&bytes)?;
+            offset += length;
+        }
+        Ok(())
     }
     fn display(&self, path: &str) -> String {
         match (self.root_name.is_empty(), path.is_empty()) {
@@ -606,8 +655,9 @@ impl Session {
         Ok(())
     }
 
-    /// Registers a file whose bytes stay on the JS side (a tensor under `dump_tensor_data/`):
-    /// the core reads it through the reader of `setFileReader` only when a compare needs it.
+    /// Registers a file whose bytes stay on the JS side (a tensor under `dump_tensor_data/`, or a
+    /// dump.json): the core reads it through the reader of `setFileReader` only when it needs
+    /// it, a dump.json in slices while parsing.
     #[wasm_bindgen(js_name = addLazyFile)]
     pub fn add_lazy_file(
         &mut self,
@@ -617,6 +667,7 @@ impl Session {
     ) -> std::result::Result<(), JsValue> {
         let s = self.side(side)?;
         let path = path.trim_start_matches('/').to_string();
+        s.changed(&path);
         s.files.remove(&path);
         s.expected.remove(&path);
         s.lazy.insert(path, size.max(0.0));
@@ -624,7 +675,8 @@ impl Session {
     }
 
     /// The synchronous reader of lazy files: `reader(side, path)` returns the file's bytes as a
-    /// `Uint8Array` (or throws; the compare then reports the file as unreadable).
+    /// `Uint8Array`, `reader(side, path, offset, length)` that slice of them (or throws; the
+    /// file is then reported as unreadable).
     #[wasm_bindgen(js_name = setFileReader)]
     pub fn set_file_reader(&mut self, reader: js_sys::Function) {
         self.npu.reader = Some(reader.clone());

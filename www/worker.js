@@ -50,12 +50,20 @@ function attachReader(s) {
   /** @type {{handles: Map<string, Blob>, reads: string[]}} */
   const state = { handles: new Map(), reads: [] };
   lazy.set(s, state);
-  s.setFileReader((/** @type {string} */ side, /** @type {string} */ path) => {
-    const f = state.handles.get(side + '\u0000' + path);
-    if (!f) throw new Error('not among the chosen files');
-    state.reads.push(`${side}/${path}`);
-    return new Uint8Array(new FileReaderSync().readAsArrayBuffer(f));
-  });
+  s.setFileReader(
+    (
+      /** @type {string} */ side,
+      /** @type {string} */ path,
+      /** @type {number | undefined} */ offset,
+      /** @type {number | undefined} */ length,
+    ) => {
+      const f = state.handles.get(side + '\u0000' + path);
+      if (!f) throw new Error('not among the chosen files');
+      state.reads.push(`${side}/${path}`);
+      const part = offset === undefined ? f : f.slice(offset, offset + (length ?? f.size - offset));
+      return new Uint8Array(new FileReaderSync().readAsArrayBuffer(part));
+    },
+  );
 }
 
 /**

@@ -302,6 +302,16 @@ impl FsFiles {
     }
 }
 
+impl FsFiles {
+    fn io_error(&self, path: &str, e: std::io::Error) -> Error {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::file_not_found(self.display(path))
+        } else {
+            Error::input(self.display(path), format!("cannot read: {e}"))
+        }
+    }
+}
+
 impl Files for FsFiles {
     fn list(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         let p = self.root.join(dir);
@@ -326,13 +336,36 @@ impl Files for FsFiles {
         }
         match std::fs::read(&p) {
             Ok(b) => Ok(Cow::Owned(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(Error::file_not_found(self.display(path)))
+            Err(e) => Err(self.io_error(path, e)),
+        }
+    }
+    fn size(&self, path: &str) -> Result<u64> {
+        let p = self.root.join(path);
+        match std::fs::metadata(&p) {
+            Ok(m) if m.len() > probelens::dump::MAX_FILE_BYTES => {
+                Err(Error::file_too_large(self.display(path), m.len()))
             }
-            Err(e) => Err(Error::input(
-                self.display(path),
-                format!("cannot read: {e}"),
-            )),
+            Ok(m) if m.is_file() => Ok(m.len()),
+            // A folder or a special file: `read` says what is wrong.
+            Ok(_) => self.read(path).map(|b| b.len() as u64),
+            Err(e) => Err(self.io_error(path, e)),
+        }
+    }
+    /// 8 MB reads into one buffer: the dump.json parser drops what it has parsed, so a rank
+    /// folder's dump is never held whole.
+    fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        use std::io::Read;
+        let p = self.root.join(path);
+        let mut file = std::fs::File::open(&p).map_err(|e| self.io_error(path, e))?;
+        let mut buf = vec![0u8; 8 << 20];
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.io_error(path, e)),
+            };
+            sink(&buf[..n])?;
         }
     }
     fn display(&self, path: &str) -> String {

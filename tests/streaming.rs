@@ -1,0 +1,186 @@
+//! dump.json read in chunks (`RankParser`, what the CLI and the page do) gives exactly what a
+//! whole-file parse gives: the same model, the same error, message and place, for every dump of
+//! the fixtures and of the bad-input corpus, cut at every kind of boundary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use probelens::dump::{FileNames, RankDump, RankParser};
+use probelens::pyfmt::py_str;
+use std::path::{Path, PathBuf};
+
+fn dumps(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut v: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    v.sort();
+    for p in v {
+        if p.is_dir() {
+            dumps(&p, out);
+        } else if p.file_name().is_some_and(|n| n == "dump.json") {
+            out.push(p);
+        }
+    }
+}
+
+/// Everything later stages read from a parsed rank, in a comparable form.
+fn summary(r: &probelens::Result<RankDump>) -> String {
+    let d = match r {
+        Err(e) => return format!("error: {e}"),
+        Ok(d) => d,
+    };
+    let mut s = format!(
+        "task {:?} level {:?} fw {:?}/{:?} dir {:?} data {} {} md5 {} micro {:?}\n",
+        d.task,
+        d.level,
+        d.framework_key,
+        d.framework,
+        d.dump_data_dir,
+        d.has_data_key,
+        d.data_is_object,
+        d.has_md5,
+        d.micro_step_number
+    );
+    for (i, e) in d.entries.iter().enumerate() {
+        assert_eq!(d.entry_index.get(&e.name), Some(&(i as u32)));
+        s.push_str(&format!(
+            "{} {:?} {}\n",
+            e.name,
+            e.overflow,
+            py_str(&d.store, e.value)
+        ));
+    }
+    s.push_str(&format!("{:?}\n", d.construct));
+    let mut stack: Vec<_> = d
+        .stack_by_name
+        .iter()
+        .map(|(k, v)| format!("{k}={}", py_str(&d.store, *v)))
+        .collect();
+    stack.sort();
+    s.push_str(&stack.join("\n"));
+    s.push_str(&format!("\n{:?}", d.diagnostics));
+    s
+}
+
+fn chunked(
+    names: FileNames,
+    dump: &[u8],
+    construct: &[u8],
+    stack: &[u8],
+    n: usize,
+) -> probelens::Result<RankDump> {
+    let mut p = RankParser::new(names, dump.len() as u64 + stack.len() as u64)?;
+    p.construct(construct);
+    for c in dump.chunks(n) {
+        p.dump_chunk(c)?;
+    }
+    p.dump_end()?;
+    p.stack(stack)?;
+    Ok(p.finish())
+}
+
+fn check(dump: &[u8], construct: &[u8], stack: &[u8], what: &str) -> usize {
+    let names = FileNames::in_dir("r");
+    let whole = summary(&RankDump::parse(names.clone(), dump, construct, stack));
+    let mut sizes = vec![4093, 65536];
+    if dump.len() < 500_000 {
+        sizes.push(61);
+    }
+    if dump.len() < 50_000 {
+        sizes.extend([1, 2, 5]);
+    }
+    for &n in &sizes {
+        let got = summary(&chunked(names.clone(), dump, construct, stack, n));
+        assert!(
+            got == whole,
+            "{what}: {n}-byte chunks differ from the whole-file parse:\n--- whole\n{}\n--- chunked\n{}",
+            &whole[..whole.len().min(2000)],
+            &got[..got.len().min(2000)]
+        );
+    }
+    sizes.len()
+}
+
+#[test]
+fn chunked_dumps_parse_like_whole_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = Vec::new();
+    dumps(&root.join("fixtures"), &mut files);
+    dumps(&root.join("bad_inputs"), &mut files);
+    assert!(files.len() > 100, "{} dumps", files.len());
+    let mut runs = 0;
+    for f in &files {
+        let dir = f.parent().unwrap();
+        let read = |n: &str| std::fs::read(dir.join(n)).unwrap_or_default();
+        let dump = read("dump.json");
+        if dump.len() > 20_000_000 {
+            continue;
+        }
+        runs += check(
+            &dump,
+            &read("construct.json"),
+            &read("stack.json"),
+            &f.display().to_string(),
+        );
+    }
+    assert!(runs > 300, "{runs}");
+}
+
+/// Cuts inside every token kind, near the end of the file, and errors at each place.
+#[test]
+fn chunked_edge_cases() {
+    let ok = br#"{"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": null, "data": {"Functional.a.0.forward": {"input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": NaN, "Min": -Infinity, "Mean": 1.25e-3, "Norm": 123456789012345678901234, "requires_grad": true}, {"type": "str", "value": "caf\u00e9 \ud83d\ude00 caf\u00e9"}], "input_kwargs": {}, "output": [null]}, "Functional.a.0.forward": null, "Module.m.M.forward.0": {"input_args": [], "output": [{"type": "int", "value": 3}]}}}  "#;
+    let mut cases: Vec<Vec<u8>> = vec![ok.to_vec()];
+    // With a BOM; without a framework key (the text scan decides); and truncated everywhere.
+    let mut bom = vec![0xEF, 0xBB, 0xBF];
+    bom.extend_from_slice(ok);
+    cases.push(bom);
+    let text = String::from_utf8(ok.to_vec()).unwrap();
+    cases.push(
+        text.replace("\"framework\": \"pytorch\", ", "")
+            .into_bytes(),
+    );
+    cases.push(
+        text.replace("\"framework\": \"pytorch\", ", "")
+            .replace("torch.Tensor", "mindspore.Tensor")
+            .into_bytes(),
+    );
+    cases.push(
+        text.replace("\"framework\": \"pytorch\", ", "")
+            .replace(", \"", ",\n \"")
+            .into_bytes(),
+    );
+    for cut in (0..ok.len()).step_by(7) {
+        cases.push(ok[..cut].to_vec());
+    }
+    for bad in [
+        "{\"data\": [1, 2]}",
+        "[1, 2]",
+        "{\"task\": 3, \"data\": {}}",
+        "{\"data\": {\"x\": 5}}",
+        "{\"data\": {\"x\": {\"input_args\": 5}}}",
+        "{\"data\": {}} x",
+        "{\"data\": {}, \"data\": {\"a\": 1}}",
+        "{\"data\": {\"a\": {\"input_args\": [{\"type\": \"torch.Tensor\", \"Max\": \"s\"}]}, \"b\": {\"input_args\": [{\"type\": \"torch.Tensor\", \"Max\": \"t\"}]}, \"a\": null}}",
+        "{\"data\": {\"a\": \"\\x\"}}",
+        "{\"data\": {\"a\": tru}}",
+        "   ",
+        "",
+        "{\n\"data\": {\n\"a\": [1,\n2,,\n3]}}",
+    ] {
+        cases.push(bad.as_bytes().to_vec());
+    }
+    for (i, c) in cases.iter().enumerate() {
+        let names = FileNames::in_dir("r");
+        let whole = summary(&RankDump::parse(names.clone(), c, b"{}", b"{}"));
+        for n in 1..12 {
+            let got = summary(&chunked(names.clone(), c, b"{}", b"{}", n));
+            assert_eq!(
+                got,
+                whole,
+                "case {i} ({:?}), {n}-byte chunks",
+                String::from_utf8_lossy(c)
+            );
+        }
+    }
+}
