@@ -8,6 +8,7 @@
 
 use crate::error::{Diagnostic, Error, ErrorKind, Place, Result};
 use crate::json::{line_col, KeyId, LineBase, Reader, Store, SyntaxError, Val};
+use crate::names::{NameId, Names};
 use crate::pyfmt::py_str;
 use crate::HashMap;
 use std::collections::BTreeMap;
@@ -105,12 +106,16 @@ pub struct RankDump {
     pub data_is_object: bool,
     pub entries: Vec<Entry>,
     pub entry_index: HashMap<String, u32>,
-    /// construct.json in file order: (child, parent).
-    pub construct: Vec<(String, Option<String>)>,
-    pub construct_index: HashMap<String, u32>,
-    /// Megatron format: `megatron_micro_step_number` and per-node micro step.
+    /// construct.json in file order: (child, parent), names in `construct_names`. Read it
+    /// through [`RankDump::construct_iter`], [`RankDump::construct_parent`].
+    pub construct: Vec<(NameId, Option<NameId>)>,
+    pub construct_names: Names,
+    /// Position in `construct` of each name that is a key (by id), `u32::MAX` otherwise.
+    construct_pos: Vec<u32>,
+    /// Megatron format: `megatron_micro_step_number` and the micro step of each `construct`
+    /// entry (empty otherwise).
     pub micro_step_number: Option<Val>,
-    pub micro: HashMap<String, i64>,
+    construct_micro: Vec<i64>,
     /// stack.json converted to name -> stack (msprobe's `load_stack_json`).
     pub stack_by_name: HashMap<String, StackVal>,
     /// stack.json as loaded (top-level key -> value), used by the layer mapping.
@@ -191,9 +196,10 @@ impl RankDump {
             entries: Vec::new(),
             entry_index: HashMap::default(),
             construct: Vec::new(),
-            construct_index: HashMap::default(),
+            construct_names: Names::default(),
+            construct_pos: Vec::new(),
             micro_step_number: None,
-            micro: HashMap::default(),
+            construct_micro: Vec::new(),
             stack_by_name: HashMap::default(),
             stack_raw: HashMap::default(),
             stack_raw_empty: true,
@@ -806,16 +812,41 @@ impl RankDump {
         Ok(())
     }
 
+    /// construct.json: `{child: parent}` (Megatron: `{child: [parent, micro_step]}` and a
+    /// `megatron_micro_step_number` key). Read member by member straight into the interned
+    /// names; what a value means waits for the end of the file (the Megatron key may come last),
+    /// duplicate keys keep their first position and last value (a Python dict).
     fn parse_construct(&mut self, buf: &[u8]) -> Result<()> {
+        /// A parent as written: a name (None for null or ""), or another type.
+        #[derive(Clone, Copy)]
+        enum Parent {
+            Name(Option<NameId>),
+            Other(&'static str),
+        }
+        #[derive(Clone, Copy)]
+        enum Raw {
+            Scalar(Parent),
+            /// `[parent, micro_step]`.
+            Pair(Parent, i64),
+            /// A list of another length.
+            List,
+        }
         let f = self.names.construct.clone();
         let f = f.as_str();
-        let mut store = Store::default();
-        let (mut st, v) = match crate::json::parse(buf) {
-            Ok(x) => x,
-            Err(se) => return Err(syntax(f, buf, se)),
+        let syn = |se: SyntaxError| syntax(f, buf, se);
+        let too_many = || {
+            Error::new(
+                ErrorKind::Limit,
+                f,
+                Place::None,
+                "more names than probelens can hold (4 GiB of names)",
+            )
         };
-        std::mem::swap(&mut store, &mut st);
-        if !matches!(v, Val::Obj { .. }) {
+        let mut r = Reader::new(buf);
+        let mut scratch = Store::default();
+        if r.peek() != Some(b'{') {
+            let v = r.value(&mut scratch, 0).map_err(syn)?;
+            r.end().map_err(syn)?;
             return Err(Error::schema(
                 f,
                 "$",
@@ -825,83 +856,143 @@ impl RankDump {
                 ),
             ));
         }
-        let pairs: Vec<_> = store.obj(v).to_vec();
-        let megatron = pairs
-            .iter()
-            .find(|(k, _)| store.key(*k) == "megatron_micro_step_number")
-            .map(|(_, v)| *v);
-        let name_of = |store: &Store, v: Val, key: &str| -> Result<Option<String>> {
-            match v {
-                Val::Null => Ok(None),
-                Val::Str(r) => {
-                    let s = store.str(r);
+        r.pos += 1;
+        let names = &mut self.construct_names;
+        let parent_of = |names: &mut Names, store: &Store, v: Val| -> Result<Parent> {
+            Ok(match v {
+                Val::Null => Parent::Name(None),
+                Val::Str(sr) => {
+                    let s = store.str(sr);
                     // msprobe treats an empty parent like null (falsy).
-                    Ok(if s.is_empty() {
+                    Parent::Name(if s.is_empty() {
                         None
                     } else {
-                        Some(s.to_string())
+                        Some(names.intern(s).ok_or_else(too_many)?)
                     })
                 }
-                other => Err(Error::schema(
+                other => Parent::Other(type_name(other)),
+            })
+        };
+        let mut members: Vec<(NameId, Raw)> = Vec::new();
+        // Position in `members` of each key (by name id), u32::MAX if none.
+        let mut pos: Vec<u32> = Vec::new();
+        let mut megatron: Option<Val> = None;
+        if r.peek() == Some(b'}') {
+            r.pos += 1;
+        } else {
+            loop {
+                if r.peek() != Some(b'"') {
+                    let here = match buf.get(r.pos) {
+                        None => "end of file".to_string(),
+                        Some(b) if b.is_ascii_graphic() => format!("'{}'", *b as char),
+                        Some(b) => format!("byte 0x{b:02x}"),
+                    };
+                    return Err(syn(SyntaxError {
+                        offset: r.pos,
+                        msg: format!("expected a string key, found {here}"),
+                    }));
+                }
+                let key = r.read_str().map_err(syn)?.to_owned();
+                r.expect(b':').map_err(syn)?;
+                scratch.rewind(Store::default().mark());
+                let v = r.value(&mut scratch, 1).map_err(syn)?;
+                if key == "megatron_micro_step_number" {
+                    megatron = Some(v);
+                    // Kept in our own store only as a number (echoed as micro_steps = m + 1).
+                    if let Val::Float(_) | Val::Int(_) = v {
+                    } else {
+                        megatron = Some(Val::Int(0));
+                    }
+                }
+                let raw = match v {
+                    Val::List { .. } => {
+                        let l = scratch.list(v);
+                        if l.len() == 2 {
+                            let micro = match l[1] {
+                                Val::Int(i) => i,
+                                Val::Float(x) if x.fract() == 0.0 => x as i64,
+                                _ => 0,
+                            };
+                            Raw::Pair(parent_of(names, &scratch, l[0])?, micro)
+                        } else {
+                            Raw::List
+                        }
+                    }
+                    v => Raw::Scalar(parent_of(names, &scratch, v)?),
+                };
+                let id = names.intern(&key).ok_or_else(too_many)?;
+                if pos.len() <= id.0 as usize {
+                    pos.resize(id.0 as usize + 1, u32::MAX);
+                }
+                match pos[id.0 as usize] {
+                    u32::MAX => {
+                        pos[id.0 as usize] = members.len() as u32;
+                        members.push((id, raw));
+                    }
+                    at => members[at as usize].1 = raw,
+                }
+                if !r.comma_or_close(b'}').map_err(syn)? {
+                    break;
+                }
+            }
+        }
+        r.end().map_err(syn)?;
+        drop(scratch);
+        let path = |names: &Names, id: NameId| {
+            let mut p = String::from("$[");
+            crate::pyfmt::json_str(names.str(id), &mut p);
+            p.push(']');
+            p
+        };
+        let name_of = |names: &Names, id: NameId, p: Parent| -> Result<Option<NameId>> {
+            match p {
+                Parent::Name(n) => Ok(n),
+                Parent::Other(t) => Err(Error::schema(
                     f,
-                    {
-                        let mut p = String::from("$[");
-                        crate::pyfmt::json_str(key, &mut p);
-                        p.push(']');
-                        p
-                    },
-                    format!(
-                        "expected a parent node name (string) or null, found {}",
-                        type_name(other)
-                    ),
+                    path(names, id),
+                    format!("expected a parent node name (string) or null, found {t}"),
                 )),
             }
         };
-        for (k, val) in pairs {
-            let key = store.key(k).to_string();
-            if megatron.is_some() && key == "megatron_micro_step_number" {
+        let is_megatron = megatron.is_some();
+        let skip = names.get("megatron_micro_step_number");
+        drop(pos);
+        let mut cpos = vec![u32::MAX; names.len()];
+        self.construct.reserve_exact(members.len());
+        if is_megatron {
+            self.construct_micro.reserve_exact(members.len());
+        }
+        for (id, raw) in members {
+            if is_megatron && Some(id) == skip {
                 continue;
             }
-            let parent = if megatron.is_some() {
-                match val {
-                    Val::List { .. } => {
-                        let l = store.list(val);
-                        if l.len() != 2 {
-                            return Err(Error::schema(
-                                f,
-                                format!("$[\"{key}\"]"),
-                                "expected [parent, micro_step] (a list of two values)",
-                            ));
-                        }
-                        let micro = match l[1] {
-                            Val::Int(i) => i,
-                            Val::Float(x) if x.fract() == 0.0 => x as i64,
-                            _ => 0,
-                        };
-                        self.micro.insert(key.clone(), micro);
-                        name_of(&store, l[0], &key)?
-                    }
-                    _ => {
-                        self.micro.insert(key.clone(), 0);
-                        name_of(&store, val, &key)?
-                    }
+            let (parent, micro) = match (raw, is_megatron) {
+                (Raw::Pair(p, m), true) => (name_of(names, id, p)?, m),
+                (Raw::List, true) => {
+                    return Err(Error::schema(
+                        f,
+                        format!("$[\"{}\"]", names.str(id)),
+                        "expected [parent, micro_step] (a list of two values)",
+                    ))
                 }
-            } else {
-                name_of(&store, val, &key)?
+                (Raw::Scalar(p), _) => (name_of(names, id, p)?, 0),
+                (Raw::Pair(..) | Raw::List, false) => {
+                    return Err(Error::schema(
+                        f,
+                        path(names, id),
+                        "expected a parent node name (string) or null, found a list",
+                    ))
+                }
             };
-            self.construct_index
-                .insert(key.clone(), self.construct.len() as u32);
-            self.construct.push((key, parent));
+            cpos[id.0 as usize] = self.construct.len() as u32;
+            self.construct.push((id, parent));
+            if is_megatron {
+                self.construct_micro.push(micro);
+            }
         }
-        if let Some(m) = megatron {
-            // Keep the value in our own store (it is echoed as micro_steps = m + 1).
-            let mv = match m {
-                Val::Int(i) => Val::Int(i),
-                Val::Float(x) => Val::Float(x),
-                _ => Val::Int(0),
-            };
-            self.micro_step_number = Some(mv);
-        }
+        self.construct_pos = cpos;
+        names.shrink_to_fit();
+        self.micro_step_number = megatron;
         Ok(())
     }
 
@@ -1188,6 +1279,43 @@ impl RankDump {
         self.entry_index
             .get(name)
             .and_then(|&i| self.entries.get(i as usize))
+    }
+
+    /// construct.json's (child, parent) in file order.
+    pub fn construct_iter(&self) -> impl Iterator<Item = (&str, Option<&str>)> + '_ {
+        self.construct.iter().map(|(c, p)| {
+            (
+                self.construct_names.str(*c),
+                p.map(|p| self.construct_names.str(p)),
+            )
+        })
+    }
+
+    fn construct_at(&self, name: &str) -> Option<usize> {
+        let id = self.construct_names.get(name)?;
+        match self.construct_pos.get(id.0 as usize) {
+            Some(&p) if p != u32::MAX => Some(p as usize),
+            _ => None,
+        }
+    }
+
+    /// The parent construct.json gives `name`: None if `name` is not a key, Some(None) for a
+    /// null (or empty) parent.
+    pub fn construct_parent(&self, name: &str) -> Option<Option<&str>> {
+        let (_, p) = self.construct.get(self.construct_at(name)?)?;
+        Some(p.map(|p| self.construct_names.str(p)))
+    }
+
+    /// `name` is a key of construct.json.
+    pub fn in_construct(&self, name: &str) -> bool {
+        self.construct_at(name).is_some()
+    }
+
+    /// Megatron format: the micro step construct.json gives `name` (0 if it is not a key).
+    pub fn micro_of(&self, name: &str) -> i64 {
+        self.construct_at(name)
+            .and_then(|p| self.construct_micro.get(p).copied())
+            .unwrap_or(0)
     }
 
     pub fn is_megatron(&self) -> bool {

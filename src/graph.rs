@@ -421,14 +421,10 @@ struct Builder<'a> {
 
 impl Builder<'_> {
     fn construct_get(&self, name: &str) -> Option<Option<&str>> {
-        self.d
-            .construct_index
-            .get(name)
-            .and_then(|&i| self.d.construct.get(i as usize))
-            .map(|(_, p)| p.as_deref())
+        self.d.construct_parent(name)
     }
     fn in_construct(&self, name: &str) -> bool {
-        self.d.construct_index.contains_key(name)
+        self.d.in_construct(name)
     }
 
     fn backward_upnode_missing(&self, sub: &str) -> Option<String> {
@@ -509,14 +505,14 @@ impl Builder<'_> {
         n.entry = entry;
         n.stack = stack;
         if self.d.is_megatron() {
-            n.micro_step = Some(self.d.micro.get(name).copied().unwrap_or(0));
+            n.micro_step = Some(self.d.micro_of(name));
         }
         id
     }
 
     fn init_nodes(&mut self) {
         let d = self.d;
-        for (sub, up) in &d.construct {
+        for (sub, up) in d.construct_iter() {
             let up = match up {
                 Some(u) => self.backward_inplace(sub, u),
                 None => self.backward_upnode_missing(sub),

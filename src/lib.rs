@@ -18,6 +18,7 @@ pub mod json;
 pub mod mapping;
 pub mod mapping_export;
 pub mod merge;
+pub mod names;
 pub mod overflow;
 pub mod pyfmt;
 pub mod realdata;

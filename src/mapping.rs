@@ -582,11 +582,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
                 "the dump name '{name}' does not have the four dotted fields layer mapping needs"
             ));
         }
-        let construct_info: Option<&str> = d
-            .construct_index
-            .get(name)
-            .and_then(|&i| d.construct.get(i as usize))
-            .and_then(|(_, p)| p.as_deref());
+        let construct_info: Option<&str> = d.construct_parent(name).flatten();
         let (api_type, api_name, type_name, state);
         if seg[n - 1] == "parameters_grad" {
             api_type = "parameters_grad".to_string();

@@ -50,7 +50,7 @@ fn summary(r: &probelens::Result<RankDump>) -> String {
             py_str(&d.store, e.value)
         ));
     }
-    s.push_str(&format!("{:?}\n", d.construct));
+    s.push_str(&format!("{:?}\n", d.construct_iter().collect::<Vec<_>>()));
     let mut stack: Vec<_> = d
         .stack_by_name
         .iter()

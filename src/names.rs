@@ -1,0 +1,146 @@
+//! Interned names: each distinct name stored once in one buffer, known by a `u32` id.
+//!
+//! construct.json names every node and its parent (a parent name recurs for each of its
+//! children); keeping them as owned strings in a list and again as map keys cost several
+//! copies per name. Here a name is its bytes once, an end offset and a slot in an
+//! open-addressing table of ids.
+
+use std::hash::BuildHasher;
+
+/// A name's id in its [`Names`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NameId(pub u32);
+
+/// The set of distinct names, in first-seen order.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    text: String,
+    /// End offset in `text` of each name (a name starts where the previous ends).
+    ends: Vec<u32>,
+    /// Low 32 bits of each name's hash (probe filter and growth without rehashing text).
+    hashes: Vec<u32>,
+    /// `id + 1` per slot, 0 for empty; a power of two long, at most half full.
+    slots: Vec<u32>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Names {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn str(&self, id: NameId) -> &str {
+        let i = id.0 as usize;
+        let end = self.ends.get(i).copied().unwrap_or(0) as usize;
+        let start = if i == 0 {
+            0
+        } else {
+            self.ends.get(i - 1).copied().unwrap_or(0) as usize
+        };
+        self.text.get(start..end).unwrap_or("")
+    }
+
+    fn hash(&self, s: &str) -> u64 {
+        self.hasher.hash_one(s)
+    }
+
+    /// The slot of `s`: where its id is, or the empty slot where it would go.
+    fn slot(&self, s: &str, h: u64) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = (h as usize) & mask;
+        loop {
+            let v = self.slots[i];
+            if v == 0 {
+                return i;
+            }
+            let id = v - 1;
+            if self.hashes[id as usize] == h as u32 && self.str(NameId(id)) == s {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    pub fn get(&self, s: &str) -> Option<NameId> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        match self.slots[self.slot(s, self.hash(s))] {
+            0 => None,
+            v => Some(NameId(v - 1)),
+        }
+    }
+
+    /// The id of `s`, added if new. None when the buffer would pass 4 GiB (ids and offsets
+    /// are 32-bit).
+    pub fn intern(&mut self, s: &str) -> Option<NameId> {
+        if (self.ends.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let h = self.hash(s);
+        let at = self.slot(s, h);
+        if self.slots[at] != 0 {
+            return Some(NameId(self.slots[at] - 1));
+        }
+        let end = u32::try_from(self.text.len() + s.len()).ok()?;
+        let id = u32::try_from(self.ends.len())
+            .ok()
+            .filter(|&i| i < u32::MAX)?;
+        self.text.push_str(s);
+        self.ends.push(end);
+        self.hashes.push(h as u32);
+        self.slots[at] = id + 1;
+        Some(NameId(id))
+    }
+
+    fn grow(&mut self) {
+        let n = (self.slots.len() * 2).max(64);
+        let mut slots = vec![0u32; n];
+        let mask = n - 1;
+        for (id, &h) in self.hashes.iter().enumerate() {
+            // The low 32 bits are all the table uses of a hash below 2^32 slots.
+            let mut i = (h as usize) & mask;
+            while slots[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            slots[i] = id as u32 + 1;
+        }
+        self.slots = slots;
+    }
+
+    /// Gives back spare capacity (after a parse that reserved generously).
+    pub fn shrink_to_fit(&mut self) {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        self.hashes.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interns_once_and_finds() {
+        let mut n = Names::default();
+        let mut ids = Vec::new();
+        for i in 0..10_000 {
+            ids.push(n.intern(&format!("Module.layers.{i}.mlp")).unwrap());
+        }
+        assert_eq!(n.intern("Module.layers.7.mlp"), Some(ids[7]));
+        assert_eq!(n.intern(""), Some(NameId(10_000)));
+        assert_eq!(n.len(), 10_001);
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(n.str(*id), format!("Module.layers.{i}.mlp"));
+            assert_eq!(n.get(&format!("Module.layers.{i}.mlp")), Some(*id));
+        }
+        assert_eq!(n.get(""), Some(NameId(10_000)));
+        assert_eq!(n.str(NameId(10_000)), "");
+        assert_eq!(n.get("Module.layers.10000.mlp"), None);
+        assert_eq!(Names::default().get("x"), None);
+        assert_eq!(n.str(NameId(99_999)), "");
+    }
+}
