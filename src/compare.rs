@@ -581,12 +581,12 @@ impl Row {
     }
     /// The compare columns of the row (consumes it: the cells move, nothing is copied).
     fn into_columns(self, mode: Mode) -> ItemResult {
-        let err = crate::pyfmt::json_str_list(&self.msgs);
+        let err = Py::Lit(err_message(&self.msgs));
         match mode {
             Mode::Md5 => vec![
-                (k::RESULT, Py::S(self.level.as_str().into())),
+                (k::RESULT, Py::Lit(self.level.as_str())),
                 (k::RG_CONSISTENT, Py::B(self.rg_consistent)),
-                (k::ERR_MESSAGE, Py::S(err)),
+                (k::ERR_MESSAGE, err),
             ],
             _ => {
                 let keys = [
@@ -602,12 +602,35 @@ impl Row {
                 let mut v: ItemResult = Vec::with_capacity(11);
                 v.extend(keys.iter().copied().zip(self.cols));
                 v.push((k::RG_CONSISTENT, Py::B(self.rg_consistent)));
-                v.push((k::RESULT, Py::S(self.level.as_str().into())));
-                v.push((k::ERR_MESSAGE, Py::S(err)));
+                v.push((k::RESULT, Py::Lit(self.level.as_str())));
+                v.push((k::ERR_MESSAGE, err));
                 v
             }
         }
     }
+}
+
+/// `json.dumps(messages)` for a row's messages. The messages are this crate's own texts, so
+/// their lists are few (a handful of combinations in any run): each distinct list is written
+/// once per process and shared by every row that has it, instead of a string per row.
+fn err_message(msgs: &[&'static str]) -> &'static str {
+    use std::sync::{Mutex, OnceLock};
+    type Seen = Mutex<HashMap<Vec<&'static str>, &'static str>>;
+    static SEEN: OnceLock<Seen> = OnceLock::new();
+    if msgs.is_empty() {
+        return "[]";
+    }
+    let seen = SEEN.get_or_init(|| Mutex::new(HashMap::default()));
+    let mut m = match seen.lock() {
+        Ok(m) => m,
+        Err(p) => p.into_inner(),
+    };
+    if let Some(s) = m.get(msgs) {
+        return s;
+    }
+    let s: &'static str = Box::leak(crate::pyfmt::json_str_list(msgs).into_boxed_str());
+    m.insert(msgs.to_vec(), s);
+    s
 }
 
 struct Merged {
@@ -647,7 +670,7 @@ fn merge<'i>(items: impl Iterator<Item = &'i Item>) -> Result<Merged, String> {
         let s = |key| {
             let v = it.get_or_none(key);
             if v.is_none() {
-                Py::S("None".into())
+                Py::Lit("None")
             } else {
                 v
             }
@@ -668,7 +691,7 @@ fn is_num(p: &Py, store: &Store) -> Option<Num> {
 /// `process_summary_data`: NaN floats become the string 'Nan'.
 fn process(p: &Py) -> Py {
     match p {
-        Py::F(f) | Py::V(crate::json::Val::Float(f)) if f.is_nan() => Py::S("Nan".into()),
+        Py::F(f) | Py::V(crate::json::Val::Float(f)) if f.is_nan() => Py::Lit("Nan"),
         other => other.clone(),
     }
 }
@@ -678,6 +701,7 @@ fn is_tab_value(p: &Py, store: &Store) -> bool {
     match p {
         Py::F(f) | Py::V(crate::json::Val::Float(f)) => !f.is_finite(),
         Py::S(s) => s == "inf" || s == "-inf" || s == "nan",
+        Py::Lit(s) => *s == "inf" || *s == "-inf" || *s == "nan",
         Py::V(crate::json::Val::Str(r)) => matches!(store.str(*r), "inf" | "-inf" | "nan"),
         _ => false,
     }
@@ -732,7 +756,7 @@ pub(crate) fn rows_for(
                     py: b_rg,
                     bench: true,
                 },
-                cols: std::array::from_fn(|_| Py::S(" ".into())),
+                cols: std::array::from_fn(|_| Py::Lit(" ")),
                 n_stats: std::array::from_fn(|_| Py::None),
                 b_stats: std::array::from_fn(|_| V {
                     py: Py::None,
@@ -787,7 +811,7 @@ pub(crate) fn rows_for(
             for index in b_len..n_len {
                 let n_struct = &mn.structs[sec][index];
                 let nan = || V {
-                    py: Py::S("Nan".into()),
+                    py: Py::Lit("Nan"),
                     bench: true,
                 };
                 let ns = mn
@@ -804,7 +828,7 @@ pub(crate) fn rows_for(
                     b_shape: nan(),
                     n_rg: mn.rg.get(n_start + index).cloned().unwrap_or(Py::None),
                     b_rg: nan(),
-                    cols: std::array::from_fn(|_| Py::S(" ".into())),
+                    cols: std::array::from_fn(|_| Py::Lit(" ")),
                     n_stats: ns,
                     b_stats: std::array::from_fn(|_| nan()),
                     n_md5: n_struct.2.clone(),
@@ -891,7 +915,7 @@ pub(crate) fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
 /// `get_rela_diff_summary_mode` for one statistic: (diff, relative error).
 fn rela_diff(n: &Py, sn: &Store, b: &Py, sb: &Store) -> (Py, Py) {
     let (Some(x), Some(y)) = (is_num(n, sn), is_num(b, sb)) else {
-        return (Py::S("N/A".into()), Py::S("N/A".into()));
+        return (Py::Lit("N/A"), Py::Lit("N/A"));
     };
     let diff: Num = match (x, y) {
         (Num::Int(p), Num::Int(q)) => Num::Int(p - q),
@@ -899,7 +923,7 @@ fn rela_diff(n: &Py, sn: &Store, b: &Py, sb: &Store) -> (Py, Py) {
     };
     if let Num::Float(f) = diff {
         if f.is_nan() {
-            return (Py::S("Nan".into()), Py::S("Nan".into()));
+            return (Py::Lit("Nan"), Py::Lit("Nan"));
         }
     }
     let bench_zero = y.as_f64() == 0.0;
@@ -910,7 +934,7 @@ fn rela_diff(n: &Py, sn: &Store, b: &Py, sb: &Store) -> (Py, Py) {
         };
         Py::S(format!("{}%", float_repr((q * 100.0).abs())))
     } else {
-        Py::S("N/A".into())
+        Py::Lit("N/A")
     };
     let d = match diff {
         Num::Int(i) => match i64::try_from(i) {

@@ -116,6 +116,8 @@ pub enum Py {
     /// A value straight from the dump (no copy).
     V(Val),
     S(String),
+    /// A str the code writes itself ("N/A", "pass", ...): no allocation per cell.
+    Lit(&'static str),
     F(f64),
     I(i64),
     B(bool),
@@ -144,6 +146,7 @@ impl Py {
             Py::V(Val::Str(r)) => out.push_str(store.str(*r)),
             Py::V(v) => crate::pyfmt::py_repr(store, *v, out),
             Py::S(s) => out.push_str(s),
+            Py::Lit(s) => out.push_str(s),
             Py::F(f) => crate::pyfmt::float_repr_into(*f, out),
             Py::I(i) => {
                 use std::fmt::Write;
@@ -156,6 +159,7 @@ impl Py {
     pub fn as_str<'a>(&'a self, store: &'a Store) -> Option<&'a str> {
         match self {
             Py::S(s) => Some(s),
+            Py::Lit(s) => Some(s),
             Py::V(Val::Str(r)) => Some(store.str(*r)),
             _ => None,
         }
@@ -180,6 +184,7 @@ impl Py {
             Py::None => false,
             Py::V(v) => truthy(store, *v),
             Py::S(s) => !s.is_empty(),
+            Py::Lit(s) => !s.is_empty(),
             Py::F(f) => *f != 0.0,
             Py::I(i) => *i != 0,
             Py::B(b) => *b,
@@ -318,7 +323,7 @@ fn default_item(name: &str, state: State) -> Item {
             (k::SHAPE, Py::None),
             (k::MD5, Py::None),
             (k::VALUE, Py::None),
-            (k::DATA_NAME, Py::S("-1".into())),
+            (k::DATA_NAME, Py::Lit("-1")),
             (k::REQUIRES_GRAD, Py::None),
         ],
         state,
@@ -586,13 +591,13 @@ fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
             );
         } else if ty == "ellipsis" {
             item.set(k::DTYPE, ty_py);
-            item.set(k::SHAPE, Py::S("[]".into()));
+            item.set(k::SHAPE, Py::Lit("[]"));
             for s in stats {
                 item.set(s, value.map(Py::from_val).unwrap_or(Py::None));
             }
         } else if ["src", "dst", "group_src", "group_dst"].contains(&last_seg) {
             item.set(k::DTYPE, ty_py);
-            item.set(k::SHAPE, Py::S("[]".into()));
+            item.set(k::SHAPE, Py::Lit("[]"));
             let s = value.map(|v| py_str(store, v)).unwrap_or("None".into());
             for st in stats {
                 item.set(st, Py::S(s.clone()));
@@ -600,7 +605,7 @@ fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
             item.set(k::MD5, Py::S(s));
         } else if ty == "torch.ProcessGroup" {
             item.set(k::DTYPE, ty_py);
-            item.set(k::SHAPE, Py::S("[]".into()));
+            item.set(k::SHAPE, Py::Lit("[]"));
             let s = get(k::GROUP_RANKS)
                 .map(|v| py_str(store, v))
                 .unwrap_or("None".into());
@@ -610,7 +615,7 @@ fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
             item.set(k::MD5, Py::S(s));
         } else {
             item.set(k::DTYPE, Py::S(py_type_str(value).into()));
-            item.set(k::SHAPE, Py::S("[]".into()));
+            item.set(k::SHAPE, Py::Lit("[]"));
             for s in stats {
                 item.set(s, value.map(Py::from_val).unwrap_or(Py::None));
             }

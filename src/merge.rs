@@ -1938,7 +1938,7 @@ pub fn settle_shared(graph: &mut Graph, shared: &[(NodeId, NodeId, bool)], store
                         continue;
                     }
                     let text = match &*v {
-                        Py::None | Py::S(_) => continue,
+                        Py::None | Py::S(_) | Py::Lit(_) => continue,
                         Py::V(Val::Null) | Py::V(Val::Str(_)) => continue,
                         other => other.to_py_str(store),
                     };
@@ -2204,6 +2204,7 @@ impl J {
             Py::None => J::Null,
             Py::V(x) => J::from_val(store, *x),
             Py::S(t) => J::Str(t.clone()),
+            Py::Lit(t) => J::Str(t.to_string()),
             Py::F(f) => J::Float(*f),
             Py::I(i) => J::Int(i.to_string()),
             Py::B(b) => J::Bool(*b),

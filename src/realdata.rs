@@ -206,7 +206,7 @@ fn scalar_abs_err(n: &Tensor, b: &Tensor) -> Py {
         }
     };
     if v.is_nan() {
-        return Py::S(NAN.into());
+        return Py::Lit(NAN);
     }
     Py::F(format_value(v))
 }
@@ -285,11 +285,11 @@ pub fn tensor_metrics(mut n: Tensor, mut b: Tensor) -> [Py; 6] {
     if n.shape.is_empty() {
         let (max_rel, _, _) = relative_err(&n, &b);
         let rel = if max_rel.is_nan() {
-            Py::S(NAN.into())
+            Py::Lit(NAN)
         } else {
             Py::F(format_value(max_rel))
         };
-        let un = || Py::S(UNSUPPORTED.into());
+        let un = || Py::Lit(UNSUPPORTED);
         return [un(), un(), scalar_abs_err(&n, &b), rel, un(), un()];
     }
     // handle_inf_nan: equal inf and nan positions are zeroed, different ones give N/A.
@@ -311,7 +311,7 @@ pub fn tensor_metrics(mut n: Tensor, mut b: Tensor) -> [Py; 6] {
     let x = n.to_f64();
     let y = b.to_f64();
     let cosine = if len == 1 {
-        Py::S(UNSUPPORTED.into())
+        Py::Lit(UNSUPPORTED)
     } else {
         let num = ddot(&x, &y);
         let a = ddot(&x, &x).sqrt();
@@ -319,11 +319,11 @@ pub fn tensor_metrics(mut n: Tensor, mut b: Tensor) -> [Py; 6] {
         if a <= f64::EPSILON && bn <= f64::EPSILON {
             Py::F(1.0)
         } else if a <= f64::EPSILON || bn <= f64::EPSILON {
-            Py::S(NAN.into())
+            Py::Lit(NAN)
         } else {
             let c = num / (a * bn);
             if c.is_nan() {
-                Py::S(NAN.into())
+                Py::Lit(NAN)
             } else {
                 let r = format_value(c);
                 Py::F(if r > 0.9999 { round6(r) } else { r })
@@ -342,13 +342,13 @@ pub fn tensor_metrics(mut n: Tensor, mut b: Tensor) -> [Py; 6] {
         }
     }
     let max_abs = if nan {
-        Py::S(NAN.into())
+        Py::Lit(NAN)
     } else {
         Py::F(format_value(max_abs))
     };
     let (max_rel, c1, c5) = relative_err(&n, &b);
     let max_rel = if max_rel.is_nan() {
-        Py::S(NAN.into())
+        Py::Lit(NAN)
     } else {
         Py::F(format_value(max_rel))
     };
@@ -562,7 +562,7 @@ pub fn compare_tensors(
         for (r, m) in rows.iter().zip(metrics) {
             let mut cols: ItemResult = METRIC_KEYS.iter().copied().zip(m).collect();
             cols.push((k::RG_CONSISTENT, Py::B(r.rg_consistent)));
-            cols.push((k::RESULT, Py::S(r.level.as_str().into())));
+            cols.push((k::RESULT, Py::Lit(r.level.as_str())));
             cols.push((k::ERR_MESSAGE, Py::S(crate::pyfmt::json_str_list(&r.msgs))));
             if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == r.n_name) {
                 slot.1 = cols;
