@@ -54,7 +54,8 @@ impl OverflowLevel {
 /// One `data` entry of dump.json.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub name: String,
+    /// The entry's name in [`RankDump::node_names`] (read it with [`RankDump::entry_name`]).
+    pub name: NameId,
     /// The entry's value (normally an object) in [`RankDump::store`].
     pub value: Val,
     /// Overflow scene after msprobe's ignore rules.
@@ -105,11 +106,14 @@ pub struct RankDump {
     pub has_data_key: bool,
     pub data_is_object: bool,
     pub entries: Vec<Entry>,
-    pub entry_index: HashMap<String, u32>,
-    /// construct.json in file order: (child, parent), names in `construct_names`. Read it
+    /// Position in `entries` of each name (by id), `u32::MAX` if it is not an entry.
+    entry_pos: Vec<u32>,
+    /// construct.json in file order: (child, parent), names in `node_names`. Read it
     /// through [`RankDump::construct_iter`], [`RankDump::construct_parent`].
     pub construct: Vec<(NameId, Option<NameId>)>,
-    pub construct_names: Names,
+    /// The names of construct.json (children and parents) and of dump.json's entries, each
+    /// stored once.
+    pub node_names: Names,
     /// Position in `construct` of each name that is a key (by id), `u32::MAX` otherwise.
     construct_pos: Vec<u32>,
     /// Megatron format: `megatron_micro_step_number` and the micro step of each `construct`
@@ -194,9 +198,9 @@ impl RankDump {
             has_data_key: false,
             data_is_object: false,
             entries: Vec::new(),
-            entry_index: HashMap::default(),
+            entry_pos: Vec::new(),
             construct: Vec::new(),
-            construct_names: Names::default(),
+            node_names: Names::default(),
             construct_pos: Vec::new(),
             micro_step_number: None,
             construct_micro: Vec::new(),
@@ -259,6 +263,8 @@ struct DumpStream {
     /// Absolute offset up to which the framework scan has looked.
     fw_at: usize,
     done: bool,
+    /// The entry name being read (one buffer for all).
+    name: String,
 }
 
 /// The bytes a round holds, for messages: line and column are counted on from the last place
@@ -347,6 +353,7 @@ impl RankParser {
                 fw: FwScan::default(),
                 fw_at: 0,
                 done: false,
+                name: String::new(),
             },
         })
     }
@@ -640,8 +647,7 @@ impl RankDump {
             if r.peek() == Some(b'{') {
                 r.pos += 1;
                 self.has_data_key = true;
-                self.entries.clear();
-                self.entry_index.clear();
+                self.clear_entries();
                 st.outcomes.clear();
                 self.data_is_object = true;
                 st.data_err = None;
@@ -660,8 +666,7 @@ impl RankDump {
                 Err(se) => return syn(se),
             };
             self.has_data_key = true;
-            self.entries.clear();
-            self.entry_index.clear();
+            self.clear_entries();
             st.outcomes.clear();
             self.data_is_object = false;
             st.data_err = Some(Error::schema_at(
@@ -716,10 +721,14 @@ impl RankDump {
         let f = self.names.dump.clone();
         let f = f.as_str();
         let syn = |se: SyntaxError| step_err(f, src, eof, se);
-        let name = match r.read_str() {
-            Ok(k) => k.to_owned(),
+        let mut name = std::mem::take(&mut st.name);
+        name.clear();
+        match r.read_str() {
+            Ok(k) => name.push_str(k),
             Err(se) => return syn(se),
         };
+        st.name = name;
+        let name = st.name.as_str();
         if let Err(se) = r.expect(b':') {
             return syn(se);
         }
@@ -734,24 +743,35 @@ impl RankDump {
             Ok(false) => St::TopAfter,
             Err(se) => return syn(se),
         };
-        let overflow = crate::overflow::entry_scene(&self.store, &name, value);
-        let outcome = self.validate_entry(&name, value, src, at);
-        let i = match self.entry_index.get(&name) {
-            Some(&i) => {
+        let overflow = crate::overflow::entry_scene(&self.store, name, value);
+        let outcome = self.validate_entry(name, value, src, at);
+        let Some(id) = self.node_names.intern(name) else {
+            return Err(Error::new(
+                ErrorKind::Limit,
+                f,
+                Place::None,
+                "more names than probelens can hold (4 GiB of names)",
+            ));
+        };
+        if self.entry_pos.len() <= id.0 as usize {
+            self.entry_pos.resize(id.0 as usize + 1, u32::MAX);
+        }
+        let i = match self.entry_pos[id.0 as usize] {
+            u32::MAX => {
+                let i = self.entries.len() as u32;
+                self.entry_pos[id.0 as usize] = i;
+                self.entries.push(Entry {
+                    name: id,
+                    value,
+                    overflow,
+                });
+                i
+            }
+            i => {
                 if let Some(e) = self.entries.get_mut(i as usize) {
                     e.value = value;
                     e.overflow = overflow;
                 }
-                i
-            }
-            None => {
-                let i = self.entries.len() as u32;
-                self.entry_index.insert(name.clone(), i);
-                self.entries.push(Entry {
-                    name,
-                    value,
-                    overflow,
-                });
                 i
             }
         };
@@ -857,7 +877,7 @@ impl RankDump {
             ));
         }
         r.pos += 1;
-        let names = &mut self.construct_names;
+        let names = &mut self.node_names;
         let parent_of = |names: &mut Names, store: &Store, v: Val| -> Result<Parent> {
             Ok(match v {
                 Val::Null => Parent::Name(None),
@@ -1275,24 +1295,38 @@ impl RankDump {
         }))
     }
 
+    fn clear_entries(&mut self) {
+        self.entries.clear();
+        self.entry_pos.clear();
+    }
+
+    /// The position in `entries` of the entry `name`.
+    pub fn entry_id(&self, name: &str) -> Option<u32> {
+        let id = self.node_names.get(name)?;
+        match self.entry_pos.get(id.0 as usize) {
+            Some(&i) if i != u32::MAX => Some(i),
+            _ => None,
+        }
+    }
+
     pub fn entry(&self, name: &str) -> Option<&Entry> {
-        self.entry_index
-            .get(name)
-            .and_then(|&i| self.entries.get(i as usize))
+        self.entries.get(self.entry_id(name)? as usize)
+    }
+
+    /// An entry's name.
+    pub fn entry_name(&self, e: &Entry) -> &str {
+        self.node_names.str(e.name)
     }
 
     /// construct.json's (child, parent) in file order.
     pub fn construct_iter(&self) -> impl Iterator<Item = (&str, Option<&str>)> + '_ {
-        self.construct.iter().map(|(c, p)| {
-            (
-                self.construct_names.str(*c),
-                p.map(|p| self.construct_names.str(p)),
-            )
-        })
+        self.construct
+            .iter()
+            .map(|(c, p)| (self.node_names.str(*c), p.map(|p| self.node_names.str(p))))
     }
 
     fn construct_at(&self, name: &str) -> Option<usize> {
-        let id = self.construct_names.get(name)?;
+        let id = self.node_names.get(name)?;
         match self.construct_pos.get(id.0 as usize) {
             Some(&p) if p != u32::MAX => Some(p as usize),
             _ => None,
@@ -1303,7 +1337,7 @@ impl RankDump {
     /// null (or empty) parent.
     pub fn construct_parent(&self, name: &str) -> Option<Option<&str>> {
         let (_, p) = self.construct.get(self.construct_at(name)?)?;
-        Some(p.map(|p| self.construct_names.str(p)))
+        Some(p.map(|p| self.node_names.str(p)))
     }
 
     /// `name` is a key of construct.json.

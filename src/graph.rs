@@ -318,11 +318,17 @@ impl Graph {
             ));
         }
         let mut b = Builder { d, g: Graph::new() };
+        // Nearly every node is a construct.json key (the rest: API collections, parameter
+        // gradients): reserve for those, so the arena does not double past what it needs.
+        let guess = d.construct.len() + d.construct.len() / 64 + 64;
+        b.g.nodes.reserve_exact(guess);
+        b.g.index.reserve(guess);
         b.g.micro_step_num = d.micro_step_number;
         b.init_nodes();
         b.handle_recompute();
         b.collect_apis_between_modules();
         b.add_parameters_grad();
+        b.g.nodes.shrink_to_fit();
         Ok(b.g)
     }
 
@@ -480,7 +486,7 @@ impl Builder<'_> {
             return id;
         }
         let id = self.g.add(name.to_string(), NodeOp::of(name), parent);
-        let entry = self.d.entry_index.get(name).copied();
+        let entry = self.d.entry_id(name);
         let stack_val = self.d.stack_by_name.get(name).copied();
         let mut stack = match stack_val {
             Some(v) => Stack::Val(v),
@@ -742,13 +748,14 @@ impl Builder<'_> {
         let mut prefixes: Vec<(String, Vec<String>)> = Vec::new();
         let mut pos: HashMap<String, usize> = HashMap::default();
         for e in &d.entries {
-            if self.g.index.contains_key(&e.name) {
+            let name = d.entry_name(e);
+            if self.g.index.contains_key(name) {
                 continue;
             }
-            let Some(start) = params_grad_suffix(&e.name) else {
+            let Some(start) = params_grad_suffix(name) else {
                 continue;
             };
-            let (prefix, suffix) = e.name.split_at(start);
+            let (prefix, suffix) = name.split_at(start);
             match pos.get(prefix) {
                 Some(&i) => prefixes[i].1.push(suffix.to_string()),
                 None => {
@@ -785,7 +792,7 @@ impl Builder<'_> {
                     continue;
                 }
                 let id = self.g.add(name.clone(), NodeOp::Module, Some(parent));
-                self.g.nodes[id as usize].entry = d.entry_index.get(&name).copied();
+                self.g.nodes[id as usize].entry = d.entry_id(&name);
             }
         }
     }

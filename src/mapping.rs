@@ -574,7 +574,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
     // A failing stack ends the whole call, so only successes are cached.
     let mut frame_cache: HashMap<(u32, u32), String> = HashMap::default();
     for e in &d.entries {
-        let name = &e.name;
+        let name = d.entry_name(e);
         let seg: Vec<&str> = name.split('.').collect();
         let n = seg.len();
         if n < 4 {
@@ -659,7 +659,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
         }
         full.push(api_name.clone());
         items.push(DataItem {
-            data_name: name.clone(),
+            data_name: name.to_string(),
             type_name,
             state,
             full_scope: full.join("."),

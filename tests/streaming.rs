@@ -42,10 +42,10 @@ fn summary(r: &probelens::Result<RankDump>) -> String {
         d.micro_step_number
     );
     for (i, e) in d.entries.iter().enumerate() {
-        assert_eq!(d.entry_index.get(&e.name), Some(&(i as u32)));
+        assert_eq!(d.entry_id(d.entry_name(e)), Some(i as u32));
         s.push_str(&format!(
             "{} {:?} {}\n",
-            e.name,
+            d.entry_name(e),
             e.overflow,
             py_str(&d.store, e.value)
         ));
