@@ -29,6 +29,8 @@ pub struct CompareOptions {
     /// Parallel-merge compare (`--rank_size`): msprobe's `STATISTICS_CHECKERS_PARALLEL_MERGE` (no
     /// shape check) and `_rank<N>` stripped from API names for the ignore rules.
     pub parallel_merge: bool,
+    /// The host's way to run independent work side by side (see [`crate::Join`]).
+    pub join: Option<crate::Join>,
 }
 
 /// Compare columns written into one item.
@@ -114,6 +116,18 @@ struct Ctx<'a> {
     db: &'a RankDump,
     mode: Mode,
     out: &'a mut Comparison,
+    /// Pairs whose rows wait for [`Ctx::flush`] (the matching walk: nothing in it reads a
+    /// verdict or removes a result, so the rows can be made afterwards, side by side); None:
+    /// each pair is compared when it is linked (manual matching unlinks as it goes).
+    pending: Option<Vec<(NodeId, NodeId)>>,
+}
+
+/// What comparing one matched pair gives.
+enum PairOutcome {
+    Nothing,
+    Warn(Diagnostic),
+    /// The rows per item key and the node's precision.
+    Rows(Vec<(String, ItemResult)>, f64),
 }
 
 /// Matches and compares `gn` (NPU) against `gb` (bench), as `GraphComparator.compare`.
@@ -128,7 +142,7 @@ pub fn compare(
     let mut mapping: Option<HashMap<String, String>> = None;
     let mut diagnostics = Vec::new();
     if let Some(lm) = &opts.layer_mapping {
-        match api_mapping(dn, db, lm) {
+        match api_mapping(dn, db, lm, opts.join) {
             Ok(m) => mapping = Some(m),
             Err(why) => {
                 diagnostics.push(Diagnostic::warning(
@@ -153,6 +167,7 @@ pub fn compare(
         db,
         mode,
         out: &mut out,
+        pending: Some(Vec::new()),
     };
     let mut queue: VecDeque<NodeId> = VecDeque::from([ROOT]);
     while let Some(n) = queue.pop_front() {
@@ -188,6 +203,7 @@ pub fn compare(
         }
         queue.extend(cx.gn.nodes[n as usize].children.iter().copied());
     }
+    cx.flush(opts.join);
     collection_index(cx.gn);
     out
 }
@@ -215,6 +231,7 @@ pub fn manual_match(
         db,
         mode,
         out,
+        pending: None,
     };
     let mut linked = Vec::new();
     let mut todo = vec![(n, b)];
@@ -379,70 +396,111 @@ impl Ctx<'_> {
             self.out.real_data.push((n, b));
             return;
         }
-        let (in_n, out_n) = self.gn.io(self.dn, n);
-        let (in_b, out_b) = self.gb.io(self.db, b);
-        let name = self.gn.nodes[n as usize].name.clone();
-        let rows = match rows_for(
-            &self.dn.store,
-            &in_n,
-            &out_n,
-            &self.db.store,
-            &in_b,
-            &out_b,
-            self.mode,
-        ) {
-            Ok(r) => r,
-            Err(why) => {
-                self.out.diagnostics.push(Diagnostic::warning(
-                    &self.dn.names.dump,
-                    format!("{name}: not compared: {why}"),
-                ));
-                return;
-            }
-        };
-        if rows.is_empty() {
+        if let Some(p) = &mut self.pending {
+            p.push((n, b));
             return;
         }
-        if self.mode == Mode::Structure {
-            self.out.diagnostics.push(Diagnostic::warning(
-                &self.dn.names.dump,
-                format!(
-                    "{name}: a structure dump with data cannot be compared (msprobe fails here)"
-                ),
-            ));
-            return;
-        }
-        let (level, rows) = run_checkers(
-            &self.dn.store,
-            &self.db.store,
-            rows,
-            self.mode,
-            self.out.layout_aware,
-            self.out.parallel_merge,
+        let o = pair_outcome(
+            self.gn, self.dn, self.gb, self.db, self.mode, self.out, n, b,
         );
-        let mut res: Vec<(String, ItemResult)> = Vec::new();
-        for mut r in rows {
-            let n_name = std::mem::take(&mut r.n_name);
-            let cols = r.into_columns(self.mode);
-            if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == n_name) {
-                slot.1 = cols;
-            } else {
-                res.push((n_name, cols));
-            }
-        }
-        self.out.results.insert(n, res);
-        let mut p = match level {
-            Level::Pass => 0.0,
-            Level::Warning => 0.5,
-            Level::Error => 1.0,
-        };
-        if let Some(seg) = name.split('.').nth(1) {
-            if IGNORE_PRECISION.contains(&seg) {
-                p = if self.mode == Mode::Md5 { 1.0 } else { 0.0 };
-            }
-        }
-        self.gn.nodes[n as usize].precision = Some(Precision(p));
+        self.apply(n, o);
     }
+
+    /// Compares the pending pairs (in two halves through `join`) and applies the outcomes in
+    /// the order the pairs were linked.
+    fn flush(&mut self, join: Option<crate::Join>) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        let (gn, dn, gb, db, mode) = (&*self.gn, self.dn, &*self.gb, self.db, self.mode);
+        let out = &*self.out;
+        let run = |pairs: &[(NodeId, NodeId)]| -> Vec<PairOutcome> {
+            pairs
+                .iter()
+                .map(|&(n, b)| pair_outcome(gn, dn, gb, db, mode, out, n, b))
+                .collect()
+        };
+        let (a, z) = pending.split_at(pending.len() / 2);
+        let (oa, oz) = crate::join2(join, || run(a), || run(z));
+        for (&(n, _), o) in pending.iter().zip(oa.into_iter().chain(oz)) {
+            self.apply(n, o);
+        }
+    }
+
+    fn apply(&mut self, n: NodeId, o: PairOutcome) {
+        match o {
+            PairOutcome::Nothing => {}
+            PairOutcome::Warn(d) => self.out.diagnostics.push(d),
+            PairOutcome::Rows(res, p) => {
+                self.out.results.insert(n, res);
+                self.gn.nodes[n as usize].precision = Some(Precision(p));
+            }
+        }
+    }
+}
+
+/// Compares the matched pair (`n`, `b`): rows, checkers, the node's verdict.
+#[allow(clippy::too_many_arguments)]
+fn pair_outcome(
+    gn: &Graph,
+    dn: &RankDump,
+    gb: &Graph,
+    db: &RankDump,
+    mode: Mode,
+    out: &Comparison,
+    n: NodeId,
+    b: NodeId,
+) -> PairOutcome {
+    let (in_n, out_n) = gn.io(dn, n);
+    let (in_b, out_b) = gb.io(db, b);
+    let name = &gn.nodes[n as usize].name;
+    let rows = match rows_for(&dn.store, &in_n, &out_n, &db.store, &in_b, &out_b, mode) {
+        Ok(r) => r,
+        Err(why) => {
+            return PairOutcome::Warn(Diagnostic::warning(
+                &dn.names.dump,
+                format!("{name}: not compared: {why}"),
+            ))
+        }
+    };
+    if rows.is_empty() {
+        return PairOutcome::Nothing;
+    }
+    if mode == Mode::Structure {
+        return PairOutcome::Warn(Diagnostic::warning(
+            &dn.names.dump,
+            format!("{name}: a structure dump with data cannot be compared (msprobe fails here)"),
+        ));
+    }
+    let (level, rows) = run_checkers(
+        &dn.store,
+        &db.store,
+        rows,
+        mode,
+        out.layout_aware,
+        out.parallel_merge,
+    );
+    let mut res: Vec<(String, ItemResult)> = Vec::new();
+    for mut r in rows {
+        let n_name = std::mem::take(&mut r.n_name);
+        let cols = r.into_columns(mode);
+        if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == n_name) {
+            slot.1 = cols;
+        } else {
+            res.push((n_name, cols));
+        }
+    }
+    let mut p = match level {
+        Level::Pass => 0.0,
+        Level::Warning => 0.5,
+        Level::Error => 1.0,
+    };
+    if let Some(seg) = name.split('.').nth(1) {
+        if IGNORE_PRECISION.contains(&seg) {
+            p = if mode == Mode::Md5 { 1.0 } else { 0.0 };
+        }
+    }
+    PairOutcome::Rows(res, p)
 }
 
 pub(crate) const IGNORE_PRECISION: [&str; 6] = [

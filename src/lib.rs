@@ -33,3 +33,39 @@ pub use error::{Diagnostic, Error, Result};
 
 /// The core's hash map: foldhash (fast, seeded per process, so crafted names cannot force collisions).
 pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// How the host runs two independent pieces of work: on two threads (the CLI passes one) or,
+/// without one, one after the other (the page). The core itself starts no threads; it only says
+/// which of its steps are independent (the two sides' graphs, the two sides' layer-mapping
+/// items, the two halves of the matched pairs' rows).
+pub type Join = fn(&mut (dyn FnMut() + Send), &mut (dyn FnMut() + Send));
+
+/// Runs `a` and `b` through `join` (or one after the other) and returns both results.
+pub(crate) fn join2<A: Send, B: Send>(
+    join: Option<Join>,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    let (mut ra, mut rb) = (None, None);
+    let (mut fa, mut fb) = (Some(a), Some(b));
+    let mut ca = || {
+        if let Some(f) = fa.take() {
+            ra = Some(f());
+        }
+    };
+    let mut cb = || {
+        if let Some(f) = fb.take() {
+            rb = Some(f());
+        }
+    };
+    if let Some(j) = join {
+        j(&mut ca, &mut cb);
+    }
+    // Whatever the host did not run runs here (each closure runs once).
+    ca();
+    cb();
+    match (ra, rb) {
+        (Some(a), Some(b)) => (a, b),
+        _ => unreachable!("both closures ran just above"),
+    }
+}

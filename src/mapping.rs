@@ -890,21 +890,35 @@ pub fn api_mapping(
     npu: &RankDump,
     bench: &RankDump,
     lm: &LayerMapping,
+    join: Option<crate::Join>,
 ) -> std::result::Result<HashMap<String, String>, Fail> {
     if let Some(why) = &lm.invalid {
         return Err(why.clone());
     }
-    let n_items = make_items(npu)?;
-    let b_items = make_items(bench)?;
-    let mut n_trie = Trie::new();
-    let mut n_pos = Vec::with_capacity(n_items.len());
-    for i in 0..n_items.len() {
-        n_pos.push(n_trie.insert(&n_items, i));
-    }
-    let mut b_trie = Trie::new();
-    for i in 0..b_items.len() {
-        b_trie.insert(&b_items, i);
-    }
+    // The two sides' items and tries are independent.
+    let (n_side, b_side) = crate::join2(
+        join,
+        || {
+            let items = make_items(npu)?;
+            let mut trie = Trie::new();
+            let mut pos = Vec::with_capacity(items.len());
+            for i in 0..items.len() {
+                pos.push(trie.insert(&items, i));
+            }
+            Ok::<_, Fail>((items, trie, pos))
+        },
+        || {
+            let items = make_items(bench)?;
+            let mut trie = Trie::new();
+            for i in 0..items.len() {
+                trie.insert(&items, i);
+            }
+            Ok::<_, Fail>((items, trie))
+        },
+    );
+    // NPU's failure first, as when the sides ran one after the other.
+    let (n_items, n_trie, n_pos) = n_side?;
+    let (b_items, b_trie) = b_side?;
     let mut out = HashMap::with_capacity_and_hasher(n_items.len(), Default::default());
     // Scoped keys matching at each NPU trie node (the node determines the path and class).
     let mut scoped_at: HashMap<usize, Vec<usize>> = HashMap::default();

@@ -342,7 +342,7 @@ pub fn export_mapping(
     // msprobe's `mapping_match`): an NPU node goes to the Bench node named by the mapping, or, if
     // it is not a dump.json entry the mapping covers, to the Bench node of its own name.
     let check = LayerMapping::parse(FILE, &yaml)?;
-    let (mapping, ineffective) = match api_mapping(npu, bench, &check) {
+    let (mapping, ineffective) = match api_mapping(npu, bench, &check, None) {
         Ok(m) => (m, None),
         // A run makes the mapping empty (every node matched by its own name) and warns.
         Err(why) => (Default::default(), Some(why)),

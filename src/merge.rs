@@ -2792,6 +2792,7 @@ pub fn run_step(
             layer_mapping: opts.layer_mapping.clone(),
             layout_aware: opts.layout_aware,
             parallel_merge: true,
+            join: opts.join,
         };
         let mut cmp = compare(&mut n.graph, &n.dump, &mut b.graph, &b.dump, mode, &copts);
         let micro_steps = n.graph.paging_by_micro_step(Some(&mut b.graph));

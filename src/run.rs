@@ -364,6 +364,8 @@ pub struct RunOptions {
     pub overflow_check: bool,
     /// Beyond msprobe, default off: see [`CompareOptions::layout_aware`].
     pub layout_aware: bool,
+    /// The host's way to run independent work side by side (the CLI: two threads).
+    pub join: Option<crate::Join>,
 }
 
 /// One side of a finished pair.
@@ -453,8 +455,8 @@ fn run_pair_impl(
     if let Some(b) = &bench {
         parsed.extend(b.diagnostics.iter().cloned());
     }
-    let mut gn = Graph::build(&npu)?;
     let Some(bench) = bench else {
+        let mut gn = Graph::build(&npu)?;
         let micro_steps = gn.paging_by_micro_step(None);
         if opts.overflow_check {
             gn.apply_overflow(&npu);
@@ -471,7 +473,10 @@ fn run_pair_impl(
             diagnostics: parsed,
         });
     };
-    let mut gb = Graph::build(&bench)?;
+    // The two graphs are independent; NPU's error first, as when built one after the other.
+    let (gn, gb) = crate::join2(opts.join, || Graph::build(&npu), || Graph::build(&bench));
+    let mut gn = gn?;
+    let mut gb = gb?;
     let fw = |d: &RankDump| {
         d.framework.ok_or_else(|| {
             Error::input(&d.names.dump, "the dump must be based on the MindSpore or PyTorch framework (no framework key and no torch/mindspore tensor type found)")
@@ -491,6 +496,7 @@ fn run_pair_impl(
         layer_mapping: opts.layer_mapping.clone(),
         layout_aware: opts.layout_aware,
         parallel_merge,
+        join: opts.join,
     };
     let mut cmp = compare(&mut gn, &npu, &mut gb, &bench, mode, &copts);
     let micro_steps = gn.paging_by_micro_step(Some(&mut gb));

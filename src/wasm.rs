@@ -458,6 +458,8 @@ impl Session {
             fuzzy: o.fuzzy,
             overflow_check: o.overflow_check,
             layout_aware: o.layout_aware,
+            // One worker thread: independent steps run one after the other.
+            join: None,
         };
         let params = merge::load_params(&given, compare)
             .map_err(|m| js_err(Error::input("--rank_size", m)))?
@@ -853,6 +855,8 @@ impl Session {
             fuzzy: o.fuzzy,
             overflow_check: o.overflow_check,
             layout_aware: o.layout_aware,
+            // One worker thread: independent steps run one after the other.
+            join: None,
         };
         // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
         let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {

@@ -104,12 +104,20 @@ fn roots() -> Vec<PathBuf> {
 
 /// Everything written for a compare of `npu` with `bench`, as db rows.
 fn run_all(npu: &MemFiles, bench: &MemFiles) -> (run::Plan, Vec<NodeRow>, Vec<StackRow>) {
+    run_all_with(npu, bench, &RunOptions::default())
+}
+
+fn run_all_with(
+    npu: &MemFiles,
+    bench: &MemFiles,
+    opts: &RunOptions,
+) -> (run::Plan, Vec<NodeRow>, Vec<StackRow>) {
     let plan = run::plan(npu, Some(bench)).unwrap();
     let mut sink: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
     for p in &plan.pairs {
         let nd = run::load_rank(npu, &p.npu_dir).unwrap();
         let bd = run::load_rank(bench, p.bench_dir.as_deref().unwrap()).unwrap();
-        let res = run::run_pair(nd, Some(bd), &RunOptions::default()).unwrap();
+        let res = run::run_pair(nd, Some(bd), opts).unwrap();
         let b = res.bench.as_ref().unwrap();
         for (graph, dump, other, comparison, source) in [
             (
@@ -239,4 +247,46 @@ fn results_do_not_depend_on_listing_order() {
         }
     }
     assert!(pairs >= 4);
+}
+
+/// The CLI's two threads (`RunOptions::join`) do the same work as one thread.
+fn two_threads(a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
+    std::thread::scope(|s| {
+        s.spawn(b);
+        a();
+    });
+}
+
+#[test]
+fn threads_do_not_change_results() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut runs = 0;
+    for case in std::fs::read_dir(&fixtures).unwrap().flatten() {
+        let (n, b) = (case.path().join("npu"), case.path().join("bench"));
+        if !n.is_dir() || !b.is_dir() {
+            continue;
+        }
+        let (nf, bf) = (MemFiles::load(&n, 0), MemFiles::load(&b, 0));
+        let yaml = case.path().join("layer_mapping.yaml");
+        let mapping = std::fs::read_to_string(&yaml)
+            .ok()
+            .map(|t| probelens::mapping::LayerMapping::parse("layer_mapping.yaml", &t).unwrap());
+        for (fuzzy, layer_mapping) in [(false, None), (true, None), (false, mapping)] {
+            let mut opts = RunOptions {
+                fuzzy,
+                layer_mapping,
+                ..RunOptions::default()
+            };
+            let one = run_all_with(&nf, &bf, &opts);
+            opts.join = Some(two_threads);
+            let two = run_all_with(&nf, &bf, &opts);
+            assert!(
+                one.1 == two.1 && one.2 == two.2,
+                "{}: fuzzy {fuzzy}: rows differ with two threads",
+                case.path().display()
+            );
+            runs += 1;
+        }
+    }
+    assert!(runs >= 6, "{runs}");
 }

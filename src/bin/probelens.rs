@@ -285,6 +285,15 @@ struct FsFiles {
     shown: String,
 }
 
+/// The core's [`probelens::Join`]: the second piece of work on a scoped thread while this
+/// thread does the first.
+fn two_threads(a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
+    std::thread::scope(|s| {
+        s.spawn(b);
+        a();
+    });
+}
+
 impl FsFiles {
     fn new(root: &Path) -> Result<FsFiles> {
         let meta = std::fs::metadata(root)
@@ -677,6 +686,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         fuzzy: a.fuzzy,
         overflow_check: a.overflow,
         layout_aware: a.layout_aware,
+        join: Some(two_threads),
     };
     if a.json && a.golden.is_some() {
         return Err(Error::input(
@@ -1255,6 +1265,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
         fuzzy: a.fuzzy,
         overflow_check: false,
         layout_aware: a.layout_aware,
+        join: Some(two_threads),
     };
     let mut out = std::io::stdout().lock();
     let mut accepted_total = 0usize;
