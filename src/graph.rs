@@ -105,12 +105,143 @@ pub struct Node {
     pub modified: bool,
 }
 
+/// Name -> node over a graph's own nodes: a slot holds a node id, and the node's name is the
+/// key, so no name is stored twice (a graph of millions of nodes kept a copy of every name as a
+/// map key). Open addressing with linear probing, at most half full; removal shifts back.
+#[derive(Debug, Clone, Default)]
+pub struct NodeIndex {
+    /// (node id + 1, low 32 bits of the name's hash); id 0 = empty. A power of two long.
+    slots: Vec<(u32, u32)>,
+    len: usize,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl NodeIndex {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn hash(&self, name: &str) -> u32 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(name) as u32
+    }
+
+    /// The slot of `name`: where its id is, or the empty slot where it would go.
+    fn find(&self, nodes: &[Node], name: &str, h: u32) -> usize {
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            let (id1, sh) = self.slots[i];
+            if id1 == 0 {
+                return i;
+            }
+            if sh == h && nodes.get(id1 as usize - 1).is_some_and(|n| n.name == name) {
+                return i;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    pub fn get(&self, nodes: &[Node], name: &str) -> Option<NodeId> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        match self.slots[self.find(nodes, name, self.hash(name))] {
+            (0, _) => None,
+            (id1, _) => Some(id1 - 1),
+        }
+    }
+
+    /// Makes room for `more` names.
+    pub fn reserve(&mut self, more: usize) {
+        let want = ((self.len + more) * 2).next_power_of_two().max(16);
+        if want > self.slots.len() {
+            self.rebuild(want);
+        }
+    }
+
+    fn rebuild(&mut self, size: usize) {
+        let old = std::mem::replace(&mut self.slots, vec![(0, 0); size]);
+        let mask = size - 1;
+        for (id1, h) in old.into_iter().filter(|s| s.0 != 0) {
+            let mut i = h as usize & mask;
+            while self.slots[i].0 != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = (id1, h);
+        }
+    }
+
+    /// Indexes node `id` under its name (`nodes[id].name`); returns the node that had the name.
+    pub fn insert(&mut self, nodes: &[Node], id: NodeId) -> Option<NodeId> {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.rebuild((self.slots.len() * 2).max(16));
+        }
+        let name = nodes.get(id as usize).map_or("", |n| n.name.as_str());
+        let h = self.hash(name);
+        let i = self.find(nodes, name, h);
+        let old = self.slots[i].0;
+        self.slots[i] = (id + 1, h);
+        if old == 0 {
+            self.len += 1;
+            None
+        } else {
+            Some(old - 1)
+        }
+    }
+
+    /// Forgets `name`; returns the node it named.
+    pub fn remove(&mut self, nodes: &[Node], name: &str) -> Option<NodeId> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.find(nodes, name, self.hash(name));
+        let (id1, _) = self.slots[i];
+        if id1 == 0 {
+            return None;
+        }
+        self.slots[i] = (0, 0);
+        self.len -= 1;
+        // Shift back the entries of the run after the hole that may no longer be reached.
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let (e, h) = self.slots[j];
+            if e == 0 {
+                break;
+            }
+            let ideal = h as usize & mask;
+            // Entry at j may move to the hole at i unless its ideal slot lies in (i, j].
+            let reachable = if i <= j {
+                ideal > i && ideal <= j
+            } else {
+                ideal > i || ideal <= j
+            };
+            if !reachable {
+                self.slots[i] = self.slots[j];
+                self.slots[j] = (0, 0);
+                i = j;
+            }
+        }
+        Some(id1 - 1)
+    }
+
+    /// The indexed node ids (in slot order).
+    pub fn ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.slots.iter().filter(|s| s.0 != 0).map(|s| s.0 - 1)
+    }
+}
+
 /// One rank's graph.
 #[derive(Debug, Clone)]
 pub struct Graph {
     pub nodes: Vec<Node>,
     /// Name -> node, for every node created (reachable from the root or not), like `node_map`.
-    pub index: HashMap<String, NodeId>,
+    pub index: NodeIndex,
     collection_counter: Option<i64>,
     pub micro_step_num: Option<Val>,
     /// Parallel merge (`merge.rs`): items that are not the node's dump entry (merged statistics,
@@ -164,7 +295,7 @@ impl Graph {
     fn new() -> Graph {
         let mut g = Graph {
             nodes: Vec::new(),
-            index: HashMap::default(),
+            index: NodeIndex::default(),
             collection_counter: None,
             micro_step_num: None,
             io_override: HashMap::default(),
@@ -177,7 +308,6 @@ impl Graph {
 
     fn add(&mut self, name: String, op: NodeOp, parent: Option<NodeId>) -> NodeId {
         let id = self.nodes.len() as NodeId;
-        self.index.insert(name.clone(), id);
         self.nodes.push(Node {
             name,
             op,
@@ -191,8 +321,19 @@ impl Graph {
             partner: None,
             modified: false,
         });
+        self.index.insert(&self.nodes, id);
         self.add_upnode(id, parent);
         id
+    }
+
+    /// Indexes node `id` under its (current) name; returns the node that had the name.
+    pub fn index_insert(&mut self, id: NodeId) -> Option<NodeId> {
+        self.index.insert(&self.nodes, id)
+    }
+
+    /// Forgets `name` in the index (before the node it names is renamed or dropped).
+    pub fn index_remove(&mut self, name: &str) -> Option<NodeId> {
+        self.index.remove(&self.nodes, name)
     }
 
     /// `BaseNode.add_upnode`.
@@ -212,7 +353,7 @@ impl Graph {
     }
 
     pub fn get(&self, name: &str) -> Option<NodeId> {
-        self.index.get(name).copied()
+        self.index.get(&self.nodes, name)
     }
 
     /// Ancestor ids, root first; empty on a cycle (like `get_ancestors`).
@@ -749,7 +890,7 @@ impl Builder<'_> {
         let mut pos: HashMap<String, usize> = HashMap::default();
         for e in &d.entries {
             let name = d.entry_name(e);
-            if self.g.index.contains_key(name) {
+            if self.g.get(name).is_some() {
                 continue;
             }
             let Some(start) = params_grad_suffix(name) else {
@@ -788,7 +929,7 @@ impl Builder<'_> {
             };
             for suffix in suffixes {
                 let name = format!("{prefix}{suffix}");
-                if self.g.index.contains_key(&name) {
+                if self.g.get(&name).is_some() {
                     continue;
                 }
                 let id = self.g.add(name.clone(), NodeOp::Module, Some(parent));
@@ -853,4 +994,82 @@ pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> 
         res.push((f("op"), f("peer"), f("group_id")));
     }
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> Node {
+        Node {
+            name: name.to_string(),
+            op: NodeOp::Module,
+            parent: None,
+            children: Vec::new(),
+            entry: None,
+            stack: Stack::Empty,
+            micro_step: None,
+            precision: None,
+            overflow: None,
+            partner: None,
+            modified: false,
+        }
+    }
+
+    /// The index against a HashMap model: inserts, replacements, removals (backward shift
+    /// across the table's wrap-around), renames, growth.
+    #[test]
+    fn node_index_behaves_like_a_map() {
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut idx = NodeIndex::default();
+        let mut model: HashMap<String, NodeId> = HashMap::default();
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for step in 0..20_000u32 {
+            let name = format!("Module.m{}.forward", rnd(600));
+            match rnd(4) {
+                0 | 1 => {
+                    nodes.push(node(&name));
+                    let id = nodes.len() as NodeId - 1;
+                    assert_eq!(
+                        idx.insert(&nodes, id),
+                        model.insert(name, id),
+                        "step {step}"
+                    );
+                }
+                2 => assert_eq!(
+                    idx.remove(&nodes, &name),
+                    model.remove(&name),
+                    "step {step}"
+                ),
+                _ => {
+                    // Rename the node a name points to: remove, rename, insert.
+                    if let Some(id) = idx.remove(&nodes, &name) {
+                        model.remove(&name);
+                        let new = format!("{name}.r{step}");
+                        nodes[id as usize].name = new.clone();
+                        assert_eq!(idx.insert(&nodes, id), model.insert(new, id));
+                    }
+                }
+            }
+            assert_eq!(idx.len(), model.len());
+            if step % 997 == 0 {
+                for (k, v) in &model {
+                    assert_eq!(idx.get(&nodes, k), Some(*v), "step {step}: {k}");
+                }
+                let mut a: Vec<NodeId> = idx.ids().collect();
+                let mut b: Vec<NodeId> = model.values().copied().collect();
+                a.sort_unstable();
+                b.sort_unstable();
+                assert_eq!(a, b);
+            }
+        }
+        assert_eq!(idx.get(&nodes, "absent"), None);
+        assert_eq!(NodeIndex::default().get(&nodes, "x"), None);
+    }
 }

@@ -269,9 +269,9 @@ impl RankGraph {
         let mut v: Vec<(u64, NodeId)> = self
             .graph
             .index
-            .values()
-            .filter(|id| (**id as usize) < self.graph.nodes.len())
-            .map(|id| (self.map_seq.get(id).copied().unwrap_or(*id as u64), *id))
+            .ids()
+            .filter(|id| (*id as usize) < self.graph.nodes.len())
+            .map(|id| (self.map_seq.get(&id).copied().unwrap_or(id as u64), id))
             .collect();
         v.sort_unstable();
         v.into_iter().map(|(_, id)| id).collect()
@@ -586,15 +586,15 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         all.modified = false;
         let all_id = main.graph.nodes.len() as NodeId;
         main.graph.nodes.push(all);
-        main.graph.index.insert(all_name, all_id);
+        main.graph.index_insert(all_id);
         main.touch(all_id);
         new_children.push(all_id);
         let seg = name.rsplit('.').next().unwrap_or("").to_string();
         let renamed = format!("{ABM}_Rank{}.{seg}", main.rank);
-        main.graph.index.remove(&name);
+        main.graph.index_remove(&name);
         main.graph.nodes[c as usize].name = renamed.clone();
         main.graph.nodes[c as usize].parent = Some(all_id);
-        main.graph.index.insert(renamed, c);
+        main.graph.index_insert(c);
         main.touch(c);
         for o in others.iter() {
             let Some(oc) = o.graph.get(&name) else {
@@ -680,7 +680,6 @@ fn adopt_plain_one(
         Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut main.dump.store)),
         s => s,
     };
-    let name = n.name.clone();
     let (input, output) = o.graph.io(&o.dump, id);
     let conv = |m: ItemMap, store: &mut Store| -> ItemMap {
         m.into_iter()
@@ -697,7 +696,7 @@ fn adopt_plain_one(
     if !io.0.is_empty() || !io.1.is_empty() {
         main.graph.io_override.insert(nid, io);
     }
-    if depth <= 1 && main.graph.index.insert(name, nid).is_none() {
+    if depth <= 1 && main.graph.index_insert(nid).is_none() {
         main.touch(nid);
     }
     nid
@@ -784,7 +783,7 @@ fn adopt_one(
     main.graph.nodes.push(n);
     main.origin.insert(nid, o.node_rank(id));
     if depth <= 1 {
-        main.graph.index.insert(new_name, nid);
+        main.graph.index_insert(nid);
         main.touch(nid);
     }
     if !io.0.is_empty() || !io.1.is_empty() {
@@ -1759,8 +1758,8 @@ impl Tp<'_> {
         self.main.graph.io_override.insert(nid, io);
         let origin = self.others[r].node_rank(oid);
         self.main.origin.insert(nid, origin);
-        if let std::collections::hash_map::Entry::Vacant(e) = self.main.graph.index.entry(name) {
-            e.insert(nid);
+        if self.main.graph.get(&name).is_none() {
+            self.main.graph.index_insert(nid);
             self.main.touch(nid);
         }
         self.moved[r].insert(oid, nid);
@@ -1823,8 +1822,8 @@ impl Tp<'_> {
         let mut stack = vec![(start, String::new())];
         while let Some((node, mut ppi)) = stack.pop() {
             let name = self.g().nodes[node as usize].name.clone();
-            if self.g().index.contains_key(&name) {
-                self.main.graph.index.remove(&name);
+            if self.g().get(&name).is_some() {
+                self.main.graph.index_remove(&name);
                 let old = strip_mark(&name);
                 let mut new = name.clone();
                 if self.g().nodes[node as usize].op == NodeOp::Module {
@@ -1845,7 +1844,7 @@ impl Tp<'_> {
                 let new = strip_mark(&new);
                 rename_items(&mut self.main.graph, node, &old, &new);
                 self.main.graph.nodes[node as usize].name = new.clone();
-                self.main.graph.index.insert(new, node);
+                self.main.graph.index_insert(node);
                 self.main.touch(node);
             }
             for c in self.g().nodes[node as usize].children.clone() {
@@ -2091,7 +2090,7 @@ impl Tp<'_> {
                     .map(|a| g.nodes[*a as usize].name.clone())
                     .collect();
                 for n in &names {
-                    g.index.remove(n);
+                    g.index_remove(n);
                 }
                 let drop = names[0].clone();
                 let root_kids: Vec<NodeId> = g.nodes[ROOT as usize]
@@ -2154,10 +2153,10 @@ impl Tp<'_> {
     fn rename_node(&mut self, id: NodeId, new: &str) {
         let old = self.g().nodes[id as usize].name.clone();
         self.load(id);
-        self.main.graph.index.remove(&old);
+        self.main.graph.index_remove(&old);
         rename_items(&mut self.main.graph, id, &old, new);
         self.main.graph.nodes[id as usize].name = new.to_string();
-        self.main.graph.index.insert(new.to_string(), id);
+        self.main.graph.index_insert(id);
         self.main.touch(id);
     }
 }
@@ -2391,7 +2390,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
     );
     // dump.json
     let mut lookup: crate::HashMap<(String, String), Item> = Default::default();
-    let mut ids: Vec<NodeId> = graph.index.values().copied().collect();
+    let mut ids: Vec<NodeId> = graph.index.ids().collect();
     ids.sort_unstable();
     for id in ids {
         let name = &graph.node(id).name;
