@@ -68,9 +68,9 @@ fn main() {
             .results
             .values()
             .flat_map(|v| v.iter())
-            .flat_map(|(_, r)| r.iter())
-            .map(|(_, p)| match p {
-                probelens::items::Py::S(s) => s.capacity(),
+            .flat_map(|(_, r)| r.cells.iter())
+            .map(|p| match p {
+                probelens::compare::Cell::S(s) => s.capacity(),
                 _ => 0,
             })
             .sum();
@@ -80,37 +80,6 @@ fn main() {
             .flat_map(|v| v.iter())
             .map(|(k, _)| k.capacity())
             .sum();
-        sample(c, &r.npu.dump.store);
-        eprintln!("results: {} nodes, {rows} rows, {cells} cells ({} B each), cell strings {:.1} MB, keys {:.1} MB", c.results.len(), std::mem::size_of::<(probelens::json::KeyId, probelens::items::Py)>(), strs as f64 / 1e6, keys as f64 / 1e6);
-    }
-}
-#[allow(dead_code)]
-fn sample(c: &probelens::compare::Comparison, store: &probelens::json::Store) {
-    let mut by: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
-    for v in c.results.values() {
-        for (_, r) in v {
-            for (k, p) in r {
-                if let probelens::items::Py::S(s) = p {
-                    let e = by
-                        .entry(format!(
-                            "{} {}",
-                            store.key(*k),
-                            if s.ends_with('%') {
-                                "pct"
-                            } else if s.ends_with('\t') {
-                                "tab"
-                            } else {
-                                "other"
-                            }
-                        ))
-                        .or_default();
-                    e.0 += 1;
-                    e.1 += s.capacity();
-                }
-            }
-        }
-    }
-    for (k, (n, b)) in by {
-        eprintln!("{k}: {n} strings {b} B");
+        eprintln!("results: {} nodes, {rows} rows, {cells} cells ({} B each), cell strings {:.1} MB, keys {:.1} MB", c.results.len(), std::mem::size_of::<probelens::compare::Cell>(), strs as f64 / 1e6, keys as f64 / 1e6);
     }
 }

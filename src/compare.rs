@@ -33,8 +33,127 @@ pub struct CompareOptions {
     pub join: Option<crate::Join>,
 }
 
-/// Compare columns written into one item.
-pub type ItemResult = Vec<(KeyId, Py)>;
+/// Compare columns written into one item: the column keys (one fixed list per kind of compare)
+/// and their values. Results hold millions of cells, so a cell is 16 bytes and becomes a
+/// [`Py`] only when applied to an item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemResult {
+    pub keys: &'static [KeyId],
+    pub cells: Box<[Cell]>,
+}
+
+impl ItemResult {
+    /// (column key, value) in msprobe's column order.
+    pub fn iter(&self) -> impl Iterator<Item = (KeyId, Py)> + '_ {
+        self.keys
+            .iter()
+            .copied()
+            .zip(self.cells.iter().map(Cell::to_py))
+    }
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+}
+
+/// The columns of a statistics compare.
+pub const STAT_COLUMNS: [KeyId; 11] = [
+    k::MAX_DIFF,
+    k::MIN_DIFF,
+    k::MEAN_DIFF,
+    k::NORM_DIFF,
+    k::MAX_REL,
+    k::MIN_REL,
+    k::MEAN_REL,
+    k::NORM_REL,
+    k::RG_CONSISTENT,
+    k::RESULT,
+    k::ERR_MESSAGE,
+];
+
+/// The columns of an md5 compare.
+pub const MD5_COLUMNS: [KeyId; 3] = [k::RESULT, k::RG_CONSISTENT, k::ERR_MESSAGE];
+
+/// One compare column's value, compact (see [`ItemResult`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    None,
+    F(f64),
+    I(i64),
+    B(bool),
+    /// A text of the code's own ("N/A", "pass", an error-message list).
+    Lit(&'static &'static str),
+    /// A relative error: `repr(x)` and '%'.
+    Pct(f64),
+    S(Box<String>),
+    V(Box<crate::json::Val>),
+}
+
+/// The literal texts compare writes into columns (a [`Cell::Lit`] points into this table).
+static LITERALS: [&str; 14] = [
+    "N/A",
+    "Nan",
+    " ",
+    "None",
+    "pass",
+    "warning",
+    "error",
+    "[]",
+    "unsupported",
+    "-1",
+    "inf",
+    "-inf",
+    "nan",
+    "",
+];
+
+impl Cell {
+    pub fn from_py(p: Py) -> Cell {
+        match p {
+            Py::None => Cell::None,
+            Py::F(f) => Cell::F(f),
+            Py::I(i) => Cell::I(i),
+            Py::B(b) => Cell::B(b),
+            Py::V(v) => Cell::V(Box::new(v)),
+            Py::Lit(s) => match LITERALS.iter().find(|l| **l == s) {
+                Some(l) => Cell::Lit(l),
+                None => Cell::S(Box::new(s.to_string())),
+            },
+            Py::S(s) => {
+                // "12.5%" is kept as its number when that gives the same text back.
+                let pct = s.strip_suffix('%').and_then(|t| {
+                    t.parse::<f64>()
+                        .ok()
+                        .filter(|f| crate::pyfmt::float_repr(*f) == t)
+                });
+                match pct {
+                    Some(f) => Cell::Pct(f),
+                    None => Cell::S(Box::new(s)),
+                }
+            }
+        }
+    }
+
+    pub fn to_py(&self) -> Py {
+        match self {
+            Cell::None => Py::None,
+            Cell::F(f) => Py::F(*f),
+            Cell::I(i) => Py::I(*i),
+            Cell::B(b) => Py::B(*b),
+            Cell::Lit(s) => Py::Lit(s),
+            Cell::Pct(f) => {
+                let mut t = String::with_capacity(24);
+                crate::pyfmt::float_repr_into(*f, &mut t);
+                t.push('%');
+                Py::S(t)
+            }
+            Cell::S(s) => Py::S(String::clone(s)),
+            Cell::V(v) => Py::V(**v),
+        }
+    }
+}
 
 /// The outcome of comparing two graphs.
 #[derive(Debug, Default)]
@@ -595,10 +714,13 @@ pub enum Level {
 
 impl Level {
     pub fn as_str(self) -> &'static str {
+        self.lit()
+    }
+    pub(crate) fn lit(self) -> &'static &'static str {
         match self {
-            Level::Pass => "pass",
-            Level::Warning => "warning",
-            Level::Error => "error",
+            Level::Pass => &"pass",
+            Level::Warning => &"warning",
+            Level::Error => &"error",
         }
     }
 }
@@ -639,30 +761,23 @@ impl Row {
     }
     /// The compare columns of the row (consumes it: the cells move, nothing is copied).
     fn into_columns(self, mode: Mode) -> ItemResult {
-        let err = Py::Lit(err_message(&self.msgs));
+        let err = Cell::Lit(err_message(&self.msgs));
+        let level = Cell::Lit(self.level.lit());
         match mode {
-            Mode::Md5 => vec![
-                (k::RESULT, Py::Lit(self.level.as_str())),
-                (k::RG_CONSISTENT, Py::B(self.rg_consistent)),
-                (k::ERR_MESSAGE, err),
-            ],
+            Mode::Md5 => ItemResult {
+                keys: &MD5_COLUMNS,
+                cells: Box::new([level, Cell::B(self.rg_consistent), err]),
+            },
             _ => {
-                let keys = [
-                    k::MAX_DIFF,
-                    k::MIN_DIFF,
-                    k::MEAN_DIFF,
-                    k::NORM_DIFF,
-                    k::MAX_REL,
-                    k::MIN_REL,
-                    k::MEAN_REL,
-                    k::NORM_REL,
-                ];
-                let mut v: ItemResult = Vec::with_capacity(11);
-                v.extend(keys.iter().copied().zip(self.cols));
-                v.push((k::RG_CONSISTENT, Py::B(self.rg_consistent)));
-                v.push((k::RESULT, Py::Lit(self.level.as_str())));
-                v.push((k::ERR_MESSAGE, err));
-                v
+                let mut v: Vec<Cell> = Vec::with_capacity(STAT_COLUMNS.len());
+                v.extend(self.cols.into_iter().map(Cell::from_py));
+                v.push(Cell::B(self.rg_consistent));
+                v.push(level);
+                v.push(err);
+                ItemResult {
+                    keys: &STAT_COLUMNS,
+                    cells: v.into_boxed_slice(),
+                }
             }
         }
     }
@@ -671,12 +786,12 @@ impl Row {
 /// `json.dumps(messages)` for a row's messages. The messages are this crate's own texts, so
 /// their lists are few (a handful of combinations in any run): each distinct list is written
 /// once per process and shared by every row that has it, instead of a string per row.
-fn err_message(msgs: &[&'static str]) -> &'static str {
+pub(crate) fn err_message(msgs: &[&'static str]) -> &'static &'static str {
     use std::sync::{Mutex, OnceLock};
-    type Seen = Mutex<HashMap<Vec<&'static str>, &'static str>>;
+    type Seen = Mutex<HashMap<Vec<&'static str>, &'static &'static str>>;
     static SEEN: OnceLock<Seen> = OnceLock::new();
     if msgs.is_empty() {
-        return "[]";
+        return &"[]";
     }
     let seen = SEEN.get_or_init(|| Mutex::new(HashMap::default()));
     let mut m = match seen.lock() {
@@ -686,7 +801,8 @@ fn err_message(msgs: &[&'static str]) -> &'static str {
     if let Some(s) = m.get(msgs) {
         return s;
     }
-    let s: &'static str = Box::leak(crate::pyfmt::json_str_list(msgs).into_boxed_str());
+    let text: &'static str = Box::leak(crate::pyfmt::json_str_list(msgs).into_boxed_str());
+    let s: &'static &'static str = Box::leak(Box::new(text));
     m.insert(msgs.to_vec(), s);
     s
 }
@@ -1360,8 +1476,8 @@ pub fn apply_results(maps: &mut [&mut ItemMap], results: Option<&Vec<(String, It
     for map in maps.iter_mut() {
         for (key, item) in map.iter_mut() {
             if let Some((_, cols)) = results.iter().find(|(kk, _)| kk == key) {
-                for (kk, v) in cols {
-                    item.set(*kk, v.clone());
+                for (kk, v) in cols.iter() {
+                    item.set(kk, v);
                 }
             }
         }
@@ -1371,6 +1487,55 @@ pub fn apply_results(maps: &mut [&mut ItemMap], results: Option<&Vec<(String, It
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cell gives back exactly the value it was made from (relative errors are kept as
+    /// numbers only when their text comes back the same).
+    #[test]
+    fn cells_round_trip() {
+        let mut texts: Vec<String> = [
+            "abc%", "1.0e5%", "%", "0.10%", "-0.0%", "nan%", "inf%", "12%",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for x in [
+            0.0,
+            -0.0,
+            1.5,
+            1e-300,
+            123456.789,
+            f64::NAN,
+            f64::INFINITY,
+            0.1 + 0.2,
+            1e22,
+        ] {
+            texts.push(format!("{}%", crate::pyfmt::float_repr(x)));
+        }
+        for t in texts {
+            assert_eq!(
+                Cell::from_py(Py::S(t.clone())).to_py(),
+                Py::S(t.clone()),
+                "{t}"
+            );
+        }
+        for p in [
+            Py::None,
+            Py::F(2.5),
+            Py::I(-3),
+            Py::B(true),
+            Py::Lit("N/A"),
+            Py::Lit("odd"),
+        ] {
+            let back = Cell::from_py(p.clone()).to_py();
+            assert_eq!(
+                back.to_py_str(&Store::default()),
+                p.to_py_str(&Store::default())
+            );
+        }
+        assert!(matches!(Cell::from_py(Py::S("0.5%".into())), Cell::Pct(_)));
+        assert!(matches!(Cell::from_py(Py::S("0.50%".into())), Cell::S(_)));
+        assert_eq!(std::mem::size_of::<Cell>(), 16);
+    }
 
     #[test]
     fn counters_and_ranks() {

@@ -23,7 +23,7 @@
 //!   above 0.9999; EucDist is not rounded.
 
 use crate::compare::{
-    raise, rows_for, str2float, ApiRows, Comparison, Ignore, ItemResult, Level, Row,
+    raise, rows_for, str2float, ApiRows, Cell, Comparison, Ignore, ItemResult, Level, Row,
     IGNORE_PRECISION,
 };
 use crate::dump::RankDump;
@@ -52,6 +52,19 @@ pub const METRIC_KEYS: [crate::json::KeyId; 6] = [
     k::MAX_REL,
     k::ONE_THOUSANDTH,
     k::FIVE_THOUSANDTHS,
+];
+
+/// The columns of a real-tensor compare: the metrics, then the verdict columns.
+const REAL_COLUMNS: [crate::json::KeyId; 9] = [
+    METRIC_KEYS[0],
+    METRIC_KEYS[1],
+    METRIC_KEYS[2],
+    METRIC_KEYS[3],
+    METRIC_KEYS[4],
+    METRIC_KEYS[5],
+    k::RG_CONSISTENT,
+    k::RESULT,
+    k::ERR_MESSAGE,
 ];
 
 /// The tensor files of one side: its files and the rank folder.
@@ -560,10 +573,14 @@ pub fn compare_tensors(
         let level = tensor_checkers(&dn.store, &db.store, &mut rows, &metrics);
         let mut res: Vec<(String, ItemResult)> = Vec::with_capacity(rows.len());
         for (r, m) in rows.iter().zip(metrics) {
-            let mut cols: ItemResult = METRIC_KEYS.iter().copied().zip(m).collect();
-            cols.push((k::RG_CONSISTENT, Py::B(r.rg_consistent)));
-            cols.push((k::RESULT, Py::Lit(r.level.as_str())));
-            cols.push((k::ERR_MESSAGE, Py::S(crate::pyfmt::json_str_list(&r.msgs))));
+            let mut cells: Vec<Cell> = m.into_iter().map(Cell::from_py).collect();
+            cells.push(Cell::B(r.rg_consistent));
+            cells.push(Cell::Lit(r.level.lit()));
+            cells.push(Cell::Lit(crate::compare::err_message(&r.msgs)));
+            let cols = ItemResult {
+                keys: &REAL_COLUMNS,
+                cells: cells.into_boxed_slice(),
+            };
             if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == r.n_name) {
                 slot.1 = cols;
             } else {

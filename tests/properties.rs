@@ -199,13 +199,13 @@ fn a_dump_compared_with_itself_is_all_pass() {
             for (node, items) in &cmp.results {
                 for (item, cols) in items {
                     let cols: &ItemResult = cols;
-                    for (key, v) in cols {
-                        if diff_keys.contains(key) {
+                    for (key, v) in cols.iter() {
+                        if diff_keys.contains(&key) {
                             assert!(
-                                is_zero_or_na(&res.npu.dump.store, v),
+                                is_zero_or_na(&res.npu.dump.store, &v),
                                 "{where_}: node {} item {item}: {} = {v:?}",
                                 g.node(*node).name,
-                                res.npu.dump.store.key(*key)
+                                res.npu.dump.store.key(key)
                             );
                         }
                     }
