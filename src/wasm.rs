@@ -139,6 +139,14 @@ thread_local! {
     static WORK: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
+/// Bytes per read of a lazy file's `read_chunks` (a dump.json): 16 MB, or the test knob of
+/// [`Session::set_slice_bytes`].
+const SLICE_BYTES: usize = 16 << 20;
+
+thread_local! {
+    static SLICE: std::cell::Cell<usize> = const { std::cell::Cell::new(SLICE_BYTES) };
+}
+
 /// Records what the core works on now (see [`Session::heap_work`]).
 fn working_on(what: String) {
     WORK.with(|w| *w.borrow_mut() = what);
@@ -146,9 +154,11 @@ fn working_on(what: String) {
 
 /// Files dropped for one side, keyed by their path relative to the dropped root.
 ///
-/// The JSON files are copied in (`addFile`/`beginFile`); tensor files (`dump_tensor_data/`) are
-/// only registered (`addLazyFile`) and read on demand through the session's reader callback, so
-/// a real-tensor compare reads just the tensors of the pairs it compares.
+/// construct.json, stack.json and other JSON files are copied in (`addFile`/`beginFile`);
+/// dump.json and tensor files (`dump_tensor_data/`) are only registered (`addLazyFile`) and read
+/// through the session's reader callback: a dump.json in slices while it is parsed, a tensor
+/// when a compare needs it (so a real-tensor compare reads just the tensors of the pairs it
+/// compares).
 struct MemFiles {
     /// "npu" or "bench": passed to the reader with the path.
     side: &'static str,
@@ -187,6 +197,11 @@ impl MemFiles {
         }
         self.parsed.insert(dir.to_string(), d.clone());
         Ok(d)
+    }
+
+    /// No dump files were given for this side (tensor files alone do not count).
+    fn is_empty(&self) -> bool {
+        self.files.is_empty() && !self.lazy.keys().any(|p| p.ends_with(".json"))
     }
 
     /// A file of the side is (re)written: the parsed folder that holds it is stale.
@@ -323,14 +338,14 @@ impl Files for MemFiles {
     /// A lazy file (a dump.json the worker keeps as a `File`) is read in 16 MB slices through
     /// the reader, so it never sits whole in the wasm memory.
     fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        const SLICE: f64 = (16 << 20) as f64;
+        let slice = SLICE.with(|s| s.get()) as f64;
         let total = match self.lazy.get(path) {
             Some(&size) if !self.files.contains_key(path) => size,
             _ => return sink(&self.read(path)?),
         };
         let mut offset = 0.0;
         while offset < total {
-            let length = SLICE.min(total - offset);
+            let length = slice.min(total - offset);
             let bytes = self.read_lazy_at(path, Some((offset, length)))?;
             if bytes.len() as f64 != length {
                 return Err(Error::input(
@@ -452,7 +467,7 @@ impl Session {
             vpp: o.vpp.clone(),
             order: o.order.clone(),
         };
-        let compare = !self.bench.files.is_empty();
+        let compare = !self.bench.is_empty();
         let opts = RunOptions {
             layer_mapping,
             fuzzy: o.fuzzy,
@@ -603,6 +618,18 @@ impl Session {
         heap::set_limit(bytes.max(0.0).min(usize::MAX as f64) as usize);
         #[cfg(not(target_arch = "wasm32"))]
         let _ = bytes;
+    }
+
+    /// Bytes per read of a lazy dump.json (default 16 MB; 0 restores it). A test knob
+    /// (`?slice=` in the page): small slices show that the file is read in parts.
+    #[wasm_bindgen(js_name = setSliceBytes)]
+    pub fn set_slice_bytes(bytes: f64) {
+        let n = if bytes >= 1.0 {
+            bytes.min(u32::MAX as f64) as usize
+        } else {
+            SLICE_BYTES
+        };
+        SLICE.with(|s| s.set(n));
     }
 
     /// Bytes of the last allocation the wasm memory could not grow for (0 = none since
@@ -758,7 +785,7 @@ impl Session {
     /// The parsed folders are kept for `run` (and their raw json bytes freed).
     pub fn check(&mut self, side: &str) -> std::result::Result<(), JsValue> {
         let f = self.side(side)?;
-        if f.files.is_empty() {
+        if f.is_empty() {
             return Ok(());
         }
         let plan = run::plan(f, None).map_err(|e| side_err(side, &e))?;
@@ -783,7 +810,7 @@ impl Session {
         let one = |f: &MemFiles,
                    other: Option<&MemFiles>|
          -> std::result::Result<serde_json::Value, JsValue> {
-            if f.files.is_empty() {
+            if f.is_empty() {
                 return Ok(serde_json::Value::Null);
             }
             let plan = run::plan(f, other.map(|o| o as &dyn Files)).map_err(js_err)?;
@@ -794,7 +821,7 @@ impl Session {
             ranks.dedup();
             Ok(serde_json::json!({"kind": plan.kind, "steps": steps, "ranks": ranks}))
         };
-        let bench_some = !self.bench.files.is_empty();
+        let bench_some = !self.bench.is_empty();
         let npu = one(&self.npu, if bench_some { Some(&self.bench) } else { None })?;
         let bench = one(&self.bench, None)?;
         Ok(serde_json::json!({"npu": npu, "bench": bench}).to_string())
@@ -804,7 +831,7 @@ impl Session {
     pub fn run(&mut self, options: &str) -> std::result::Result<String, JsValue> {
         let o: RunOpts =
             serde_json::from_str(options).map_err(|e| js_err(format!("bad run options: {e}")))?;
-        if self.npu.files.is_empty() {
+        if self.npu.is_empty() {
             return Err(js_err("no NPU (debug side) dump loaded"));
         }
         let layer_mapping = match &o.layer_mapping {
@@ -823,7 +850,7 @@ impl Session {
         if !o.rank_size.is_empty() {
             return self.run_parallel(&o, layer_mapping);
         }
-        let bench = if self.bench.files.is_empty() {
+        let bench = if self.bench.is_empty() {
             None
         } else {
             Some(&self.bench as &dyn Files)

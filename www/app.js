@@ -79,14 +79,15 @@ function fmtBytes(n) {
 /** @param {Host} host */
 export function startApp(host) {
   // Debug/test knobs: ?chunk=<bytes>&stream=<bytes> force small chunks and the core's streaming path;
-  // ?heap=<bytes> caps the core's memory (the out-of-memory paths with small inputs).
+  // ?heap=<bytes> caps the core's memory (the out-of-memory paths with small inputs); ?slice=<bytes>
+  // sets the size of the core's reads of a dump.json (default 16 MB).
   const params = new URLSearchParams(location.search);
   const knob = (/** @type {string} */ k) => {
     const v = Number(params.get(k));
     return Number.isInteger(v) && v > 0 ? v : undefined;
   };
   const chunkSize = knob('chunk');
-  const client = new CoreClient(host.makeWorker, host.wasmBytes, knob('stream'), knob('heap'));
+  const client = new CoreClient(host.makeWorker, host.wasmBytes, knob('stream'), knob('heap'), knob('slice'));
 
   const S = {
     /** @type {Record<Side, Source | null>} sources the user chose */
@@ -208,6 +209,22 @@ export function startApp(host) {
   }
   function progressDone() {
     progressEl.hidden = true;
+  }
+  /**
+   * The progress callback of a request that may read dump.json files (`check`, `run`): the core reads
+   * a dump.json in slices and parses it as they come, which shows as that side's reading, with the
+   * file's bytes; when the core is done with the file, the request's own stage shows again.
+   * @param {number} seq the load's sequence number
+   * @param {string} base the request's stage
+   * @param {Record<Side, Source | null>} sources the session's sources (a lone Bench folder is in the core's npu slot)
+   */
+  function coreProgress(seq, base, sources) {
+    return (/** @type {import('./protocol.js').ProgressResponse} */ p) => {
+      if (seq !== S.loadSeq) return;
+      if (!p.side) progress(p.stage, p.done, p.total);
+      else if (p.done !== undefined && p.done === p.total) progress(base);
+      else progress((p.side === 'npu' && !sources.npu ? 'bench' : p.side) === 'npu' ? STAGES.readNpu : STAGES.readBench, p.done, p.total);
+    };
   }
 
   /** @param {'npu' | 'bench' | 'mapping' | 'load' | 'vis' | 'parallel'} where @param {string} [msg] */
@@ -360,8 +377,9 @@ export function startApp(host) {
           );
           // Parse a newly chosen side now, so a broken file shows before the other side is read.
           if (changed.includes(side) && src.files.reduce((s, f) => s + (isTensorFile(f.path) ? 0 : f.size), 0) <= CHECK_LIMIT && seq === S.loadSeq) {
-            progress(side === 'npu' ? 'Checking NPU files' : 'Checking Bench files');
-            await client.request({ type: 'check', side: slot });
+            const checking = side === 'npu' ? 'Checking NPU files' : 'Checking Bench files';
+            progress(checking);
+            await client.request({ type: 'check', side: slot }, [], coreProgress(seq, checking, S.sources));
           }
         } catch (e) {
           if (e instanceof CoreError && !e.cancelled) e.side = side;
@@ -375,9 +393,7 @@ export function startApp(host) {
       updateSelectors(layout);
       progress(STAGES.run);
       const opts = runOptions();
-      const result = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: opts }, [], (p) => {
-        if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
-      }));
+      const result = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: opts }, [], coreProgress(seq, STAGES.run, S.sources)));
       if (seq !== S.loadSeq) return;
       setMode('dump');
       S.runOpts = opts;
@@ -481,9 +497,7 @@ export function startApp(host) {
     try {
       progress(STAGES.run);
       const opts = runOptions();
-      const result = unpackRunResult(await client.request({ type: 'run', session: 'current', options: opts }, [], (p) => {
-        if (seq === S.loadSeq) progress(p.stage, p.done, p.total);
-      }));
+      const result = unpackRunResult(await client.request({ type: 'run', session: 'current', options: opts }, [], coreProgress(seq, STAGES.run, S.applied)));
       if (seq !== S.loadSeq) return;
       S.runOpts = opts;
       showMerge(result);

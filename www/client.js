@@ -37,12 +37,14 @@ export class CoreClient {
    * @param {() => (ArrayBuffer | undefined)} wasmBytes module bytes for `initSync` (single file), or undefined to fetch
    * @param {number} [streamThreshold] files above this size are streamed into the core (default: protocol.js)
    * @param {number} [heapLimit] caps the core's memory (bytes; a test knob)
+   * @param {number} [sliceBytes] size of the core's reads of a dump.json (bytes; a test knob)
    */
-  constructor(makeWorker, wasmBytes, streamThreshold, heapLimit) {
+  constructor(makeWorker, wasmBytes, streamThreshold, heapLimit, sliceBytes) {
     this.makeWorker = makeWorker;
     this.wasmBytes = wasmBytes;
     this.streamThreshold = streamThreshold;
     this.heapLimit = heapLimit;
+    this.sliceBytes = sliceBytes;
     /** @type {Worker | null} */
     this.worker = null;
     this.nextId = 1;
@@ -67,7 +69,7 @@ export class CoreClient {
     };
     w.onmessageerror = () => this.failAll(new CoreError('worker sent an unreadable message'));
     const bytes = this.wasmBytes();
-    this.ready = this.send({ type: 'init', wasm: bytes, streamThreshold: this.streamThreshold, heapLimit: this.heapLimit }, bytes ? [bytes] : []).then(
+    this.ready = this.send({ type: 'init', wasm: bytes, streamThreshold: this.streamThreshold, heapLimit: this.heapLimit, sliceBytes: this.sliceBytes }, bytes ? [bytes] : []).then(
       () => undefined,
     );
     return this.ready;

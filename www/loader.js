@@ -28,6 +28,15 @@ export function isTensorFile(path) {
   return /(^|\/)dump_tensor_data\/[^/]+\.(pt|npy)$/i.test(path);
 }
 
+/**
+ * A file the worker keeps as a handle and the core reads itself, through the worker's reader: the
+ * tensors (when compared) and every `dump.json` (in slices while it is parsed, never whole).
+ * @param {string} path
+ */
+export function isLazyFile(path) {
+  return isTensorFile(path) || /(^|\/)dump\.json$/.test(path);
+}
+
 /** @param {string} path */
 export function isYaml(path) {
   return /\.ya?ml$/i.test(path);
@@ -130,8 +139,9 @@ async function* walk(entry) {
 
 /**
  * Streams the files of one side into the worker's staging session, in CHUNK_SIZE slices
- * whose ArrayBuffers are transferred (never decoded to strings). Tensor files are not read here:
- * their handles go to the worker in one message, and the core reads a tensor only when it compares it.
+ * whose ArrayBuffers are transferred (never decoded to strings). dump.json and tensor files are
+ * not read here: their handles go to the worker in one message, and the core reads a dump.json in
+ * slices while it parses it (never the whole file at once) and a tensor only when it compares it.
  * @param {import('./client.js').CoreClient} client
  * @param {import('./protocol.js').Side} side
  * @param {SourceFile[]} files
@@ -140,11 +150,11 @@ async function* walk(entry) {
  * @param {number} [chunkSize]
  */
 export async function sendFiles(client, side, files, onProgress, isCancelled, chunkSize = CHUNK_SIZE) {
-  const tensors = files.filter((f) => isTensorFile(f.path));
-  if (tensors.length) {
-    await client.request({ type: 'fileHandles', side, files: tensors.map((f) => ({ path: f.path, file: f.file, size: f.size })) });
+  const lazy = files.filter((f) => isLazyFile(f.path));
+  if (lazy.length) {
+    await client.request({ type: 'fileHandles', side, files: lazy.map((f) => ({ path: f.path, file: f.file, size: f.size })) });
   }
-  const read = files.filter((f) => !isTensorFile(f.path));
+  const read = files.filter((f) => !isLazyFile(f.path));
   const total = read.reduce((s, f) => s + f.size, 0);
   let done = 0;
   onProgress(0, total);

@@ -14,6 +14,7 @@ import { toCsv, compareHeader, compareRows } from './csv.js';
 /** @typedef {import('./protocol.js').Side} Side */
 /** @typedef {import('./protocol.js').GraphDto} GraphDto */
 /** @typedef {import('./protocol.js').Graph} Graph */
+/** @typedef {import('./protocol.js').SliceRead} SliceRead */
 
 const scope = /** @type {DedicatedWorkerGlobalScope} */ (/** @type {unknown} */ (self));
 
@@ -36,32 +37,62 @@ let rootNames = {};
 let streamThreshold = STREAM_THRESHOLD;
 
 /**
- * The tensor files of each session (handles, read only when the core compares them through the reader
- * given with `setFileReader`) and the `side/path`s read so far.
- * @type {WeakMap<Session, {handles: Map<string, Blob>, reads: string[]}>}
+ * The lazy files of each session: handles of the dump.json and tensor files, which the core reads
+ * through the reader given with `setFileReader` (a dump.json in slices while parsing it, a tensor
+ * when it compares it). `reads`: the tensor files read so far (`side/path`); `slices`: the reads
+ * of JSON files (`side/path`, offset, length), and `slicesRun` how many of them the last run
+ * reported.
+ * @type {WeakMap<Session, {handles: Map<string, Blob>, reads: string[], slices: SliceRead[], slicesRun: number}>}
  */
 const lazy = new WeakMap();
 
+/** The request being handled (the reader posts its progress under its id). @type {Request | null} */
+let active = null;
+/** When the reader last posted progress (ms). */
+let lastProgress = 0;
+
 /**
- * Gives a new session its reader of tensor files: synchronous, as the core's `Files::read` is.
+ * Gives a new session its reader of lazy files: synchronous, as the core's `Files::read` is.
+ * While a dump.json is read (in slices, `offset`/`length` given) it posts the request's progress:
+ * `side` (the slot), `path`, and the bytes of that file read so far of its size, at most every
+ * 100 ms, and once at the file's end.
  * @param {Session} s
  */
 function attachReader(s) {
-  /** @type {{handles: Map<string, Blob>, reads: string[]}} */
-  const state = { handles: new Map(), reads: [] };
+  /** @type {{handles: Map<string, Blob>, reads: string[], slices: SliceRead[], slicesRun: number}} */
+  const state = { handles: new Map(), reads: [], slices: [], slicesRun: 0 };
   lazy.set(s, state);
   s.setFileReader(
     (
-      /** @type {string} */ side,
+      /** @type {Side} */ side,
       /** @type {string} */ path,
       /** @type {number | undefined} */ offset,
       /** @type {number | undefined} */ length,
     ) => {
       const f = state.handles.get(side + '\u0000' + path);
       if (!f) throw new Error('not among the chosen files');
-      state.reads.push(`${side}/${path}`);
-      const part = offset === undefined ? f : f.slice(offset, offset + (length ?? f.size - offset));
-      return new Uint8Array(new FileReaderSync().readAsArrayBuffer(part));
+      const json = /\.json$/i.test(path);
+      const start = offset ?? 0;
+      const end = offset === undefined ? f.size : Math.min(f.size, offset + (length ?? f.size - offset));
+      if (json) state.slices.push({ file: `${side}/${path}`, offset: start, length: end - start });
+      else state.reads.push(`${side}/${path}`);
+      const id = active?.id;
+      const report = (/** @type {number} */ done) => {
+        if (!json || id === undefined) return;
+        lastProgress = performance.now();
+        post({ id, type: 'progress', stage: side === 'npu' ? STAGES.readNpu : STAGES.readBench, side, path, done, total: f.size });
+      };
+      if (start === 0 || performance.now() - lastProgress >= 100) report(start);
+      let bytes;
+      try {
+        bytes = new FileReaderSync().readAsArrayBuffer(offset === undefined ? f : f.slice(start, end));
+      } catch (e) {
+        // Chromium: NotReadableError once the file changed (or went) after it was chosen.
+        const name = e instanceof DOMException ? e.name : 'error';
+        throw new Error(`the file changed or became unreadable after it was chosen (${name}); choose the folder again`);
+      }
+      if (end === f.size) report(end);
+      return new Uint8Array(bytes);
     },
   );
 }
@@ -129,6 +160,7 @@ async function handle(req) {
       const exp = req.wasm ? initSync({ module: new Uint8Array(req.wasm) }) : await init();
       wasmMemory = /** @type {{ memory?: WebAssembly.Memory }} */ (exp).memory ?? null;
       if (req.heapLimit) Session.setHeapLimit(req.heapLimit);
+      if (req.sliceBytes) Session.setSliceBytes(req.sliceBytes);
       post({ id, type: 'result', value: {} });
       return;
     }
@@ -212,9 +244,13 @@ async function handle(req) {
       if (!(s instanceof Session)) throw new Error('no dump folders loaded');
       post({ id, type: 'progress', stage: STAGES.run });
       const t0 = performance.now();
-      const reads = lazy.get(s)?.reads;
+      const state = lazy.get(s);
+      const reads = state?.reads;
       const read0 = reads?.length ?? 0;
       const text = s.run(JSON.stringify(req.options));
+      // The JSON reads since the last run: this run's, and those of the `check` before it.
+      const jsonReads = state ? state.slices.slice(state.slicesRun) : undefined;
+      if (state) state.slicesRun = state.slices.length;
       const tRun = performance.now() - t0;
       post({ id, type: 'progress', stage: STAGES.convert });
       const raw = JSON.parse(text);
@@ -223,7 +259,7 @@ async function handle(req) {
         current = s;
         staging = null;
       }
-      postResult(id, raw, tRun, t0, reads ? reads.slice(read0) : undefined);
+      postResult(id, raw, tRun, t0, reads ? reads.slice(read0) : undefined, jsonReads);
       return;
     }
     case 'openVis': {
@@ -386,8 +422,9 @@ function nodeOf(s, side, index) {
  * Converts a run answer to typed columns and posts it (the buffers are transferred).
  * @param {number} id @param {any} raw @param {number} tRun @param {number} t0
  * @param {string[]} [tensorReads] tensor files the core read during the run
+ * @param {SliceRead[]} [jsonReads] reads of JSON files since the previous run
  */
-function postResult(id, raw, tRun, t0, tensorReads) {
+function postResult(id, raw, tRun, t0, tensorReads, jsonReads) {
   const npu = toGraph(raw.npu);
   const bench = raw.bench ? toGraph(raw.bench) : null;
   currentMatched = { npu: npu.matched.slice(), bench: bench ? bench.matched.slice() : null };
@@ -398,7 +435,7 @@ function postResult(id, raw, tRun, t0, tensorReads) {
     return { ...rest, namesJoined: names.join(NAME_SEP) };
   };
   const wasmBytes = wasmMemory ? wasmMemory.buffer.byteLength : 0;
-  const value = { ...raw, npu: pack(npu), bench: pack(bench), tensorReads, timings: { runMs: tRun, totalMs: performance.now() - t0, wasmBytes } };
+  const value = { ...raw, npu: pack(npu), bench: pack(bench), tensorReads, jsonReads, timings: { runMs: tRun, totalMs: performance.now() - t0, wasmBytes } };
   post({ id, type: 'result', value }, [...buffersOf(npu), ...(bench ? buffersOf(bench) : [])]);
 }
 
@@ -453,6 +490,7 @@ scope.onmessage = (/** @type {MessageEvent} */ e) => {
   const req = /** @type {Request} */ (e.data);
   queue = queue.then(async () => {
     try {
+      active = req;
       await handle(req);
     } catch (err) {
       const oom = err instanceof WebAssembly.RuntimeError ? outOfMemory(req) : null;
@@ -478,6 +516,8 @@ scope.onmessage = (/** @type {MessageEvent} */ e) => {
       if (typeof info.file === 'string' && info.file) msg.path = info.file;
       msg.stage = req.type;
       post(msg);
+    } finally {
+      active = null;
     }
   });
 };

@@ -3,7 +3,10 @@
 // result must stay usable and the core must work again. The real 2 GB run is a benchmark
 // (bench/big.mjs, BENCHMARKS.md); here the page's `?heap=<bytes>` knob caps the core's memory, so
 // small inputs reach the same paths:
-// - a file the core cannot even reserve room for is refused before it is read (no trap);
+// - a dump.json is never held whole: the core reads it in slices while it parses it, so one far
+//   bigger than the core's memory loads when what it holds fits;
+// - a file the core copies (construct.json, stack.json) and cannot even reserve room for is refused
+//   before it is read (no trap);
 // - a dump that fits as bytes but not once parsed makes an allocation fail inside the core, which
 //   aborts the wasm instance (a trap): the worker says it was the memory limit, the page replaces
 //   the worker, reads the shown result's folders into the new one and re-applies its manual
@@ -57,13 +60,58 @@ describe('the browser memory limit', () => {
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  test('a dump.json the tab cannot hold is refused before reading, naming the file; the result stays usable', async () => {
-    // 200 MB of dump.json (sparse: nothing is written), the core capped at 48 MiB.
-    const npu = path.join(dir, 'big', 'npu');
+  test('a 400 MB dump.json under a 128 MiB memory cap is read in 16 MB slices and loads', async () => {
+    // The fixture's dump.json with 1 MB of blanks before each of its 401 entries (400 MB of valid
+    // JSON; the parser drops each run of blanks once the entry after it arrives), the core capped at 128 MiB.
+    const npu = path.join(dir, 'padded', 'npu');
     fs.mkdirSync(npu, { recursive: true });
     fs.copyFileSync(path.join(NPU_PROC, 'construct.json'), path.join(npu, 'construct.json'));
     fs.copyFileSync(path.join(NPU_PROC, 'stack.json'), path.join(npu, 'stack.json'));
-    const fd = fs.openSync(path.join(npu, 'dump.json'), 'w');
+    const dump = path.join(npu, 'dump.json');
+    const blanks = Buffer.alloc(1e6, 0x20);
+    const fd = fs.openSync(dump, 'w');
+    let entries = 0;
+    for (const line of fs.readFileSync(path.join(NPU_PROC, 'dump.json'), 'utf8').split(/(?<=\n)/)) {
+      if (/^ {2}"[^"]+": \{$/.test(line.trimEnd())) {
+        fs.writeSync(fd, blanks);
+        entries++;
+      }
+      fs.writeSync(fd, line);
+    }
+    fs.closeSync(fd);
+    assert.equal(entries, 401);
+    const size = fs.statSync(dump).size;
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(`${server.url}?heap=${128 * MIB}`);
+    assert.equal(await waitLoad(page, 0), 'ready', 'the demo loads under the cap');
+    let n = await loads(page);
+    await page.click('#bench-clear');
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#npu-dir', npu);
+    assert.equal(await waitLoad(page, n, 60000), 'ready');
+    assert.deepEqual(await visibleErrors(page), []);
+    const r = await page.evaluate(() => {
+      const x = window.__probelens.lastResult;
+      return { type: x.graphType, nodes: x.npu.names.length, reads: x.jsonReads, wasm: x.timings.wasmBytes };
+    });
+    assert.equal(r.type, 'build');
+    assert.equal(r.nodes, reference('qwen_mix_statistics', 'map', 0, 0, 'NPU').nodes, 'the fixture\'s graph');
+    const SLICE = 16 * MIB;
+    assert.deepEqual(r.reads, Array.from({ length: Math.ceil(size / SLICE) }, (_, k) => (
+      { file: 'npu/dump.json', offset: k * SLICE, length: Math.min(SLICE, size - k * SLICE) })));
+    assert.ok(r.wasm <= 128 * MIB && r.wasm < size / 3, `wasm memory ${r.wasm} B for a ${size} B dump.json`);
+    assertClean();
+    await context.close();
+  });
+
+  test('a construct.json the tab cannot hold is refused before reading, naming the file; the result stays usable', async () => {
+    // 200 MB of construct.json (sparse: nothing is written), the core capped at 48 MiB.
+    const npu = path.join(dir, 'big', 'npu');
+    fs.mkdirSync(npu, { recursive: true });
+    fs.copyFileSync(path.join(NPU_PROC, 'dump.json'), path.join(npu, 'dump.json'));
+    fs.copyFileSync(path.join(NPU_PROC, 'stack.json'), path.join(npu, 'stack.json'));
+    const fd = fs.openSync(path.join(npu, 'construct.json'), 'w');
     fs.ftruncateSync(fd, 200e6);
     fs.closeSync(fd);
     const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
@@ -74,7 +122,7 @@ describe('the browser memory limit', () => {
     await page.setInputFiles('#npu-dir', npu);
     assert.equal(await waitLoad(page, n), 'ready');
     assert.deepEqual(await visibleErrors(page), [
-      `npu-error: npu/dump.json: the browser's memory limit was reached while reading it (200.0 MB more could not be allocated; ${ADVICE}`,
+      `npu-error: npu/construct.json: the browser's memory limit was reached while reading it (200.0 MB more could not be allocated; ${ADVICE}`,
     ]);
     assert.deepEqual(await resultSummary(page), demo, 'the demo is still shown');
     const mlp = await indexOf(page, 'npu', MLP);

@@ -660,6 +660,94 @@ describe('served site: big inputs', () => {
     await context.close();
   });
 
+  test('dump.json is read by the core in slices (?slice=4096), never sent or copied whole; same result', async () => {
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    // Every message the page sends to the worker: a dump.json must never travel as bytes.
+    await page.addInitScript(() => {
+      window.__sent = [];
+      const post = Worker.prototype.postMessage;
+      Worker.prototype.postMessage = function (msg, ...rest) {
+        if (msg && typeof msg === 'object') {
+          window.__sent.push({ type: msg.type, path: msg.path, files: Array.isArray(msg.files) ? msg.files.map((f) => f.path) : undefined });
+        }
+        return post.call(this, msg, ...rest);
+      };
+    });
+    await page.goto(`${server.url}?slice=4096`);
+    await waitLoad(page, 0);
+    // The progress texts shown while the folders load.
+    await page.evaluate(() => {
+      window.__progress = [];
+      const el = document.getElementById('progress-stage');
+      new MutationObserver(() => window.__progress.push(el.textContent)).observe(el, { childList: true, characterData: true, subtree: true });
+    });
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', NPU_PROC);
+    await waitLoad(page, n);
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', BENCH_PROC);
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    const { sent, reads, progress } = await page.evaluate(() => ({
+      sent: window.__sent, reads: window.__probelens.lastResult.jsonReads, progress: window.__progress,
+    }));
+    // Sent: by handle (fileHandles), never as bytes (fileBegin/fileChunk).
+    assert.deepEqual(sent.filter((m) => /(^|\/)dump\.json$/.test(m.path ?? '')), [], 'no dump.json bytes sent to the worker');
+    const handles = sent.filter((m) => m.type === 'fileHandles').flatMap((m) => m.files);
+    assert.ok(handles.filter((p) => p === 'dump.json').length >= 2, `dump.json sent by handle: ${handles}`);
+    // The last load (both sides) read each dump.json once, in order, in 4096-byte slices.
+    for (const [side, dir] of [['npu', NPU_PROC], ['bench', BENCH_PROC]]) {
+      const size = fs.statSync(path.join(dir, 'dump.json')).size;
+      const mine = reads.filter((r) => r.file === `${side}/dump.json`);
+      assert.equal(mine.length, Math.ceil(size / 4096), `${side}/dump.json: ceil(${size} / 4096) slices`);
+      mine.forEach((r, k) => {
+        assert.equal(r.offset, k * 4096, `${side} slice ${k} offset`);
+        assert.equal(r.length, Math.min(4096, size - k * 4096), `${side} slice ${k} length`);
+      });
+    }
+    assert.deepEqual(reads.filter((r) => !/(^|\/)dump\.json$/.test(r.file)), [], 'only dump.json is read through the reader');
+    // The reading shows in the progress bar with the file's size (the page's bytes format).
+    const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
+    const benchSize = fs.statSync(path.join(BENCH_PROC, 'dump.json')).size;
+    assert.ok(progress.some((t) => t.startsWith('Reading Bench files — ') && t.endsWith(` of ${kib(benchSize)}`)), progress.join('\n'));
+    assertClean();
+    await context.close();
+  });
+
+  test('a dump.json that changed after its folder was chosen: a message naming it, the shown result kept', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-changed-'));
+    try {
+      const npu = path.join(tmp, 'npu');
+      fs.cpSync(NPU_PROC, npu, { recursive: true });
+      const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+      await page.goto(`${server.url}?slice=4096`);
+      await waitLoad(page, 0);
+      let n = await loads(page);
+      await page.setInputFiles('#npu-dir', npu);
+      assert.equal(await waitLoad(page, n), 'ready');
+      const shown = await resultSummary(page);
+      // The NPU folder's dump.json is read again (by the core, from the chosen File) when the Bench side changes.
+      fs.appendFileSync(path.join(npu, 'dump.json'), '\n');
+      n = await loads(page);
+      await page.setInputFiles('#bench-dir', BENCH_PROC);
+      assert.equal(await waitLoad(page, n), 'ready');
+      const errors = await page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));
+      assert.deepEqual(errors, [
+        'npu-error: npu/dump.json: cannot read: the file changed or became unreadable after it was chosen (NotReadableError); choose the folder again',
+      ]);
+      assert.deepEqual(await resultSummary(page), shown, 'the shown result is unchanged');
+      // The page still works: the unchanged fixture pair loads.
+      n = await loads(page);
+      await page.setInputFiles('#npu-dir', NPU_PROC);
+      assert.equal(await waitLoad(page, n), 'ready');
+      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+      assertClean();
+      await context.close();
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
   test(`large graph (${BIG_MODULES * 50 + 1} nodes): responsive load, cancel, fast expand/draw/select`, async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-big-'));
     try {
