@@ -178,7 +178,7 @@ impl RankDump {
         construct: &[u8],
         stack: &[u8],
     ) -> Result<RankDump> {
-        let mut p = RankParser::new(names, dump.len() as u64 + stack.len() as u64)?;
+        let mut p = RankParser::new(names, dump.len() as u64, stack.len() as u64)?;
         p.construct(construct);
         p.dump_chunk(dump)?;
         p.dump_end()?;
@@ -265,6 +265,9 @@ struct DumpStream {
     done: bool,
     /// The entry name being read (one buffer for all).
     name: String,
+    /// dump.json's size, and whether the arenas were sized from it.
+    total: u64,
+    projected: bool,
 }
 
 /// The bytes a round holds, for messages: line and column are counted on from the last place
@@ -323,8 +326,10 @@ fn step_err(file: &str, src: &Src, eof: bool, se: SyntaxError) -> Result<Step> {
 }
 
 impl RankParser {
-    /// `dump_and_stack_bytes`: the two files' sizes together (the core's offsets are 32-bit).
-    pub fn new(names: FileNames, dump_and_stack_bytes: u64) -> Result<RankParser> {
+    /// `dump_bytes`, `stack_bytes`: the two files' sizes (together at most 4 GiB: the core's
+    /// offsets are 32-bit; dump.json's size also sizes the arenas, see [`RankParser::dump_chunk`]).
+    pub fn new(names: FileNames, dump_bytes: u64, stack_bytes: u64) -> Result<RankParser> {
+        let dump_and_stack_bytes = dump_bytes + stack_bytes;
         if dump_and_stack_bytes > MAX_FILE_BYTES {
             return Err(Error::new(
                 ErrorKind::Limit,
@@ -354,6 +359,8 @@ impl RankParser {
                 fw_at: 0,
                 done: false,
                 name: String::new(),
+                total: dump_bytes,
+                projected: false,
             },
         })
     }
@@ -365,7 +372,10 @@ impl RankParser {
         }
     }
 
-    /// The next bytes of dump.json.
+    /// The next bytes of dump.json. After the first chunk, the arenas are sized for the whole
+    /// file from what that chunk needed (msprobe's dumps are uniform), so they do not grow by
+    /// doubling: a doubling needs the old and the new arena at once, which is what a 2 GB dump
+    /// cannot afford in a page's 4 GiB. Past the estimate they grow by an eighth at a time.
     pub fn dump_chunk(&mut self, chunk: &[u8]) -> Result<()> {
         if self.dump.base == 0 && self.dump.carry.is_empty() && self.dump.at == 0 {
             // Reserve from the file's first chunk (msprobe writes indent=1 JSON: about one key
@@ -389,6 +399,20 @@ impl RankParser {
             carry.drain(..keep.0);
             self.dump.carry = carry;
             self.dump.at = keep.1 - keep.0;
+        }
+        let d = &mut self.dump;
+        if !d.projected && d.base > 0 && d.total > 2 * d.base as u64 {
+            d.projected = true;
+            let scale = d.total as f64 / d.base as f64 * 1.02;
+            let st = &mut self.rd.store;
+            fn size<T>(v: &mut Vec<T>, scale: f64) {
+                let want = (v.len() as f64 * scale) as usize + 4096;
+                v.reserve_exact(want.saturating_sub(v.len()));
+            }
+            size(&mut st.vals, scale);
+            size(&mut st.pairs, scale);
+            let want = (st.text.len() as f64 * scale) as usize + 4096;
+            st.text.reserve_exact(want.saturating_sub(st.text.len()));
         }
         Ok(())
     }
@@ -419,6 +443,21 @@ impl RankParser {
         self.rd.store.pairs.shrink_to_fit();
         self.rd.store.text.shrink_to_fit();
         self.rd
+    }
+}
+
+/// Grows the arenas by an eighth before they are full (not by doubling inside a value).
+fn keep_room(st: &mut Store) {
+    const MIN: usize = 1 << 12;
+    fn room<T>(v: &mut Vec<T>) {
+        if v.capacity() - v.len() < MIN {
+            v.reserve_exact(v.len() / 8 + MIN);
+        }
+    }
+    room(&mut st.vals);
+    room(&mut st.pairs);
+    if st.text.capacity() - st.text.len() < MIN {
+        st.text.reserve_exact(st.text.len() / 8 + MIN);
     }
 }
 
@@ -577,6 +616,7 @@ impl RankDump {
                     _ => Ok(Step::Next(St::DataKey)),
                 },
                 St::DataKey => {
+                    keep_room(&mut self.store);
                     if r.peek() != Some(b'"') {
                         fail(here(&r, "expected a string key (an entry name)"))
                     } else {

@@ -348,7 +348,7 @@ pub fn load_rank(f: &dyn Files, dir: &str) -> Result<RankDump> {
     f.size(&c)?;
     let dump_size = f.size(&d)?;
     let stack_size = f.size(&s)?;
-    let mut p = RankParser::new(names, dump_size + stack_size)?;
+    let mut p = RankParser::new(names, dump_size, stack_size)?;
     p.construct(&f.read(&c)?);
     f.read_chunks(&d, &mut |chunk| p.dump_chunk(chunk))?;
     p.dump_end()?;

@@ -69,7 +69,7 @@ fn chunked(
     stack: &[u8],
     n: usize,
 ) -> probelens::Result<RankDump> {
-    let mut p = RankParser::new(names, dump.len() as u64 + stack.len() as u64)?;
+    let mut p = RankParser::new(names, dump.len() as u64, stack.len() as u64)?;
     p.construct(construct);
     for c in dump.chunks(n) {
         p.dump_chunk(c)?;
