@@ -8,32 +8,82 @@ use crate::items::{formatted_fields, ItemMap, Mode, State};
 use crate::run::PairResult;
 use serde::Serialize;
 
-/// One graph in pre-order, column-wise.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GraphDto {
-    pub names: Vec<String>,
-    pub parent: Vec<i64>,
-    pub node_type: Vec<u8>,
-    pub precision: Vec<Option<f64>>,
-    pub overflow: Vec<Option<&'static str>>,
-    pub matched: Vec<i64>,
-    pub micro_step: Vec<i64>,
-    pub subtree_end: Vec<u32>,
+/// One graph in pre-order, column-wise (`names`, `parent`, `nodeType`, `precision`,
+/// `overflow`, `matched`, `microStep`, `subtreeEnd`). The columns are written straight from the
+/// graph when serialized: no copy of the names or of any column is made (a page's graph can
+/// have millions of nodes).
+#[derive(Debug)]
+pub struct GraphDto<'a> {
+    g: &'a Graph,
+    order: &'a Order,
+    other: Option<&'a Order>,
+    subtree_end: Vec<u32>,
+}
+
+/// A column: a sequence made on demand from an iterator.
+struct Column<F>(F);
+
+impl<F, I> Serialize for Column<F>
+where
+    F: Fn() -> I,
+    I: Iterator,
+    I::Item: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq((self.0)())
+    }
+}
+
+impl Serialize for GraphDto<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (g, order, other) = (self.g, self.order, self.other);
+        let nodes = || order.ids.iter().map(move |&id| g.node(id));
+        let mut m = s.serialize_struct("GraphDto", 8)?;
+        m.serialize_field("names", &Column(|| nodes().map(|n| n.name.as_str())))?;
+        m.serialize_field(
+            "parent",
+            &Column(|| nodes().map(|n| n.parent.map(|p| order.index_of[p as usize]).unwrap_or(-1))),
+        )?;
+        m.serialize_field("nodeType", &Column(|| nodes().map(|n| n.op.value())))?;
+        m.serialize_field(
+            "precision",
+            &Column(|| nodes().map(|n| n.precision.map(|p| p.0))),
+        )?;
+        m.serialize_field(
+            "overflow",
+            &Column(|| nodes().map(|n| n.overflow.map(|o| o.as_str()))),
+        )?;
+        m.serialize_field(
+            "matched",
+            &Column(|| {
+                nodes().map(|n| match (other, n.partner) {
+                    (Some(o), Some(p)) => o.index_of.get(p as usize).copied().unwrap_or(-1),
+                    _ => -1,
+                })
+            }),
+        )?;
+        m.serialize_field(
+            "microStep",
+            &Column(|| nodes().map(|n| n.micro_step.unwrap_or(0))),
+        )?;
+        m.serialize_field("subtreeEnd", &self.subtree_end)?;
+        m.end()
+    }
 }
 
 /// The answer to `run`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunDto {
+pub struct RunDto<'a> {
     pub graph_type: &'static str,
     pub task: &'static str,
     pub micro_steps: i64,
     pub node_colors: serde_json::Value,
     pub tool_tip: serde_json::Value,
     pub diagnostics: Vec<crate::error::Diagnostic>,
-    pub npu: GraphDto,
-    pub bench: Option<GraphDto>,
+    pub npu: GraphDto<'a>,
+    pub bench: Option<GraphDto<'a>>,
 }
 
 /// Pre-order of a graph and the inverse map.
@@ -54,64 +104,46 @@ impl Order {
     }
 }
 
-fn graph_dto(g: &Graph, order: &Order, other: Option<&Order>) -> GraphDto {
+fn graph_dto<'a>(g: &'a Graph, order: &'a Order, other: Option<&'a Order>) -> GraphDto<'a> {
     let n = order.ids.len();
-    let mut dto = GraphDto {
-        names: Vec::with_capacity(n),
-        parent: Vec::with_capacity(n),
-        node_type: Vec::with_capacity(n),
-        precision: Vec::with_capacity(n),
-        overflow: Vec::with_capacity(n),
-        matched: Vec::with_capacity(n),
-        micro_step: Vec::with_capacity(n),
-        subtree_end: vec![0; n],
-    };
-    for &id in &order.ids {
-        let node = g.node(id);
-        dto.names.push(node.name.clone());
-        dto.parent.push(
-            node.parent
-                .map(|p| order.index_of[p as usize])
-                .unwrap_or(-1),
-        );
-        dto.node_type.push(node.op.value());
-        dto.precision.push(node.precision.map(|p| p.0));
-        dto.overflow.push(node.overflow.map(|o| o.as_str()));
-        let m = match (other, node.partner) {
-            (Some(o), Some(p)) => o.index_of.get(p as usize).copied().unwrap_or(-1),
-            _ => -1,
-        };
-        dto.matched.push(m);
-        dto.micro_step.push(node.micro_step.unwrap_or(0));
-    }
-    // Subtree ends: walk backwards, a node's subtree ends where its last descendant ends.
+    let mut subtree_end = vec![0u32; n];
+    // Subtree ends: walk backwards, a node's subtree ends where its last descendant ends (the
+    // children of a node are contiguous after it in pre-order).
     for i in (0..n).rev() {
         let mut end = i as u32 + 1;
-        // children of i are contiguous after it in pre-order; the last child's end is the end
-        let id = order.ids[i];
-        if let Some(&last) = g.node(id).children.last() {
+        if let Some(&last) = g.node(order.ids[i]).children.last() {
             let li = order.index_of[last as usize];
             if li >= 0 {
-                end = dto.subtree_end[li as usize];
+                end = subtree_end[li as usize];
             }
         }
-        dto.subtree_end[i] = end;
+        subtree_end[i] = end;
     }
-    dto
+    GraphDto {
+        g,
+        order,
+        other,
+        subtree_end,
+    }
 }
 
-/// Builds the `run` answer and the pre-orders used to resolve node indices later.
-pub fn run_dto(res: &PairResult) -> (RunDto, Order, Option<Order>) {
+/// The pre-orders of a result's graphs (kept to resolve node indices later).
+pub fn orders(res: &PairResult) -> (Order, Option<Order>) {
     let on = Order::of(&res.npu.graph);
     let ob = res.bench.as_ref().map(|b| Order::of(&b.graph));
-    let npu = graph_dto(&res.npu.graph, &on, ob.as_ref());
+    (on, ob)
+}
+
+/// The `run` answer over the pre-orders of [`orders`] (it borrows the result; serialize it).
+pub fn run_dto<'a>(res: &'a PairResult, on: &'a Order, ob: Option<&'a Order>) -> RunDto<'a> {
+    let npu = graph_dto(&res.npu.graph, on, ob);
     let bench = res
         .bench
         .as_ref()
-        .map(|b| graph_dto(&b.graph, ob.as_ref().unwrap_or(&on), Some(&on)));
+        .map(|b| graph_dto(&b.graph, ob.unwrap_or(on), Some(on)));
     let compare = res.bench.is_some();
     let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
-    let dto = RunDto {
+    RunDto {
         graph_type: if compare { "compare" } else { "build" },
         task: if compare {
             crate::compare::mode_task(res.mode)
@@ -132,8 +164,7 @@ pub fn run_dto(res: &PairResult) -> (RunDto, Order, Option<Order>) {
         diagnostics: res.diagnostics.clone(),
         npu,
         bench,
-    };
-    (dto, on, ob)
+    }
 }
 
 /// Which side of a pair.

@@ -560,8 +560,9 @@ impl Session {
                 })?;
             (res, pair.npu_dir, pair.bench_dir, ranks, want)
         };
-        let (dto, npu_order, bench_order) = view::run_dto(&res);
-        let text = serde_json::to_string(&dto).map_err(js_err)?;
+        let (npu_order, bench_order) = view::orders(&res);
+        let text = serde_json::to_string(&view::run_dto(&res, &npu_order, bench_order.as_ref()))
+            .map_err(js_err)?;
         let head = serde_json::json!({"ranks": ranks, "rank": rank}).to_string();
         // The DTO is an object: the merge info goes in as its first key (no second copy of the
         // graphs as a JSON value).
@@ -902,8 +903,9 @@ impl Session {
         });
         let mut res = run::run_pair_shared(nd, bd, &opts).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());
-        let (dto, npu_order, bench_order) = view::run_dto(&res);
-        let text = serde_json::to_string(&dto).map_err(js_err)?;
+        let (npu_order, bench_order) = view::orders(&res);
+        let text = serde_json::to_string(&view::run_dto(&res, &npu_order, bench_order.as_ref()))
+            .map_err(js_err)?;
         self.last = Some(Last {
             res,
             npu_order,
