@@ -221,6 +221,48 @@ pub struct Mark {
     text: usize,
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `w` that ends a plain string run: '"', '\\' or a control
+/// character (< 0x20). Only the lowest flagged byte is exact (a borrow may flag bytes above it),
+/// which is all the callers use. Bytes >= 0x80 are never flagged.
+#[inline(always)]
+fn string_stops(w: u64) -> u64 {
+    let q = w ^ (ONES * b'"' as u64);
+    let b = w ^ (ONES * b'\\' as u64);
+    (q.wrapping_sub(ONES) & !q | b.wrapping_sub(ONES) & !b | w.wrapping_sub(ONES * 0x20) & !w)
+        & HIGHS
+}
+
+/// The length of the run at the start of `s` free of '"', '\\' and control characters, and
+/// whether the run holds a byte >= 0x80 (false: the run is ASCII). Eight bytes at a time.
+#[inline(always)]
+fn plain_run(s: &[u8]) -> (usize, bool) {
+    let mut i = 0;
+    let mut seen = 0u64;
+    while let Some(c) = s.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+        let w = u64::from_le_bytes(*c);
+        let stops = string_stops(w);
+        if stops != 0 {
+            let n = stops.trailing_zeros() as usize / 8;
+            // The bytes before the stop (n < 8, so the shift is in range).
+            seen |= w & ((1u64 << (8 * n)) - 1);
+            return (i + n, seen & HIGHS != 0);
+        }
+        seen |= w;
+        i += 8;
+    }
+    while let Some(&b) = s.get(i) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            break;
+        }
+        seen |= u64::from(b);
+        i += 1;
+    }
+    (i, seen & HIGHS != 0)
+}
+
 /// Cursor over JSON bytes.
 pub struct Reader<'a> {
     pub buf: &'a [u8],
@@ -317,41 +359,56 @@ impl<'a> Reader<'a> {
 
     /// Fast path for a string without escapes (the opening quote is next): returns it borrowed
     /// from the input and moves past it; None (position unchanged) when it needs `read_str`.
+    #[inline(always)]
     fn plain_str(&mut self) -> Option<&'a str> {
         let buf: &'a [u8] = self.buf;
         let start = self.pos + 1;
         let rest = buf.get(start..)?;
-        let end = rest
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        if rest[end] != b'"' {
+        let (end, non_ascii) = plain_run(rest);
+        if rest.get(end) != Some(&b'"') {
             return None;
         }
-        let s = std::str::from_utf8(&rest[..end]).ok()?;
+        let run = rest.get(..end)?;
+        let s = if non_ascii {
+            std::str::from_utf8(run).ok()?
+        } else {
+            // SAFETY: `plain_run` saw no byte >= 0x80 in `run`, so it is ASCII, which is UTF-8.
+            unsafe { std::str::from_utf8_unchecked(run) }
+        };
         self.pos = start + end + 1;
         Some(s)
     }
 
     /// Reads a string (the opening quote is next) into the scratch buffer and returns it.
     pub fn read_str(&mut self) -> R<&str> {
+        // Most strings have no escapes: borrow them from the input.
+        if self.peek() == Some(b'"') {
+            if let Some(s) = self.plain_str() {
+                return Ok(s);
+            }
+        }
         self.expect(b'"')?;
         self.scratch.clear();
         let buf = self.buf;
         loop {
             let start = self.pos;
             // Fast path: copy runs of plain bytes.
-            while let Some(&b) = buf.get(self.pos) {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
-            if self.pos > start {
-                match std::str::from_utf8(&buf[start..self.pos]) {
-                    Ok(s) => self.scratch.push_str(s),
-                    Err(e) => {
-                        self.pos = start + e.valid_up_to();
-                        return self.err("invalid UTF-8 in a string");
+            let (n, non_ascii) = plain_run(buf.get(start..).unwrap_or(&[]));
+            self.pos = start + n;
+            if n > 0 {
+                let run = buf.get(start..self.pos).unwrap_or(&[]);
+                if !non_ascii {
+                    // SAFETY: `plain_run` saw no byte >= 0x80 in `run`, so it is ASCII, which is
+                    // UTF-8.
+                    self.scratch
+                        .push_str(unsafe { std::str::from_utf8_unchecked(run) });
+                } else {
+                    match std::str::from_utf8(run) {
+                        Ok(s) => self.scratch.push_str(s),
+                        Err(e) => {
+                            self.pos = start + e.valid_up_to();
+                            return self.err("invalid UTF-8 in a string");
+                        }
                     }
                 }
             }
@@ -621,6 +678,150 @@ impl<'a> Reader<'a> {
                 let here = self.describe_here();
                 self.err(format!("extra data after the JSON value: {here}"))
             }
+        }
+    }
+}
+
+/// Tests of the fast paths against their plain definitions (Python's layout, 8-byte boundaries,
+/// UTF-8, number rounding).
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+
+    /// A deterministic generator (Knuth's MMIX LCG, high bits).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn naive_run(s: &[u8]) -> (usize, bool) {
+        let n = s
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .unwrap_or(s.len());
+        (n, s[..n].iter().any(|&b| b >= 0x80))
+    }
+
+    #[test]
+    fn plain_run_matches_its_definition() {
+        let alphabet = [
+            b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff, b'0',
+        ];
+        let mut g = Lcg(1);
+        for _ in 0..200_000 {
+            let len = g.below(40) as usize;
+            let s: Vec<u8> = (0..len)
+                .map(|_| {
+                    if g.below(4) == 0 {
+                        alphabet[g.below(alphabet.len() as u64) as usize]
+                    } else {
+                        b'a' + g.below(26) as u8
+                    }
+                })
+                .collect();
+            assert_eq!(plain_run(&s), naive_run(&s), "{s:?}");
+        }
+        // Each stop, and a high byte, at every position of the first three words.
+        for pos in 0..24 {
+            for stop in [b'"', b'\\', 0x00, 0x0a, 0x1f] {
+                let mut s = vec![b'x'; 30];
+                s[pos] = stop;
+                assert_eq!(plain_run(&s), (pos, false));
+                if pos > 0 {
+                    s[pos - 1] = 0x80;
+                    assert_eq!(plain_run(&s), (pos, true));
+                }
+                s[pos + 1] = 0xff;
+                assert_eq!(
+                    plain_run(&s).1,
+                    pos > 0,
+                    "a high byte after the stop counts not"
+                );
+            }
+        }
+    }
+
+    fn parse_str(doc: &str) -> String {
+        let (s, v) = parse(doc.as_bytes()).unwrap();
+        s.as_str(s.list(v)[0]).unwrap().to_string()
+    }
+
+    #[test]
+    fn strings_at_word_boundaries() {
+        for len in 0..=40 {
+            let text: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+            assert_eq!(parse_str(&format!("[\"{text}\"]")), text);
+            // The string ends the buffer (fewer than 8 bytes after it).
+            let (s, v) = parse(format!("\"{text}\"").as_bytes()).unwrap();
+            assert_eq!(s.as_str(v), Some(text.as_str()));
+            // As a key, and a key the short-key cache holds next to its prefixes.
+            let doc = format!("{{\"{text}\": 1, \"{text}x\": 2, \"{text}\": 3}}");
+            let (s, v) = parse(doc.as_bytes()).unwrap();
+            assert_eq!(s.obj(v).len(), 2);
+            assert_eq!(s.get(v, &text), Some(Val::Int(3)));
+            assert_eq!(s.get(v, &format!("{text}x")), Some(Val::Int(2)));
+            // An escape after a plain run of `len` bytes.
+            assert_eq!(
+                parse_str(&format!("[\"{text}\\n\\u00e9{text}\"]")),
+                format!("{text}\n\u{e9}{text}")
+            );
+            // Non-ASCII at every position.
+            let mut t = text.clone();
+            t.insert(len / 2, '\u{e9}');
+            t.push('\u{1F600}');
+            assert_eq!(parse_str(&format!("[\"{t}\"]")), t);
+            for key in [&t[..t.len() - 4], &t] {
+                let doc = format!("{{\"{key}\": 1, \"{text}\": 2, \"{key}\": 3}}");
+                let (s, v) = parse(doc.as_bytes()).unwrap();
+                assert_eq!(s.obj(v).len(), 2);
+                assert_eq!(s.key(s.obj(v)[0].0), key);
+                assert_eq!(s.get(v, key), Some(Val::Int(3)));
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_and_control_characters_at_every_position() {
+        for len in 0..24 {
+            for bad in [
+                &[0xff][..],
+                &[0xc3],
+                &[0xe2, 0x82],
+                &[0xf0, 0x9f, 0x98],
+                &[0xed, 0xa0, 0x80],
+            ] {
+                for with_escape in [false, true] {
+                    let mut doc = b"[\"".to_vec();
+                    if with_escape {
+                        doc.extend_from_slice(b"\\t");
+                    }
+                    let run_start = doc.len();
+                    doc.extend(std::iter::repeat_n(b'a', len));
+                    doc.extend_from_slice(bad);
+                    doc.extend_from_slice(b"bcdefgh\"]");
+                    let e = parse(&doc).unwrap_err();
+                    assert_eq!(e.msg, "invalid UTF-8 in a string");
+                    assert_eq!(e.offset, run_start + len, "{doc:?}");
+                }
+            }
+            let mut doc = b"{\"".to_vec();
+            doc.extend(std::iter::repeat_n(b'a', len));
+            let at = doc.len();
+            doc.extend_from_slice(b"\tb\": 1}");
+            let e = parse(&doc).unwrap_err();
+            assert_eq!(
+                (e.offset, e.msg.as_str()),
+                (at, "control character inside a string")
+            );
         }
     }
 }
