@@ -306,19 +306,39 @@ impl<'a> Reader<'a> {
         })
     }
 
+    #[inline]
     pub fn skip_ws(&mut self) {
-        while let Some(&b) = self.buf.get(self.pos) {
-            if b == b' ' || b == b'\n' || b == b'\r' || b == b'\t' {
-                self.pos += 1;
-            } else {
+        const WS: u64 = 1 << b' ' | 1 << b'\n' | 1 << b'\r' | 1 << b'\t';
+        let buf = self.buf;
+        let mut p = self.pos;
+        while let Some(&b) = buf.get(p) {
+            if b > b' ' || WS >> b & 1 == 0 {
                 break;
             }
+            p += 1;
+            // Indentation (Python's indent=1 puts a run of spaces after each newline): eight
+            // bytes at a time.
+            while let Some(c) = buf.get(p..).and_then(<[u8]>::first_chunk::<8>) {
+                let x = u64::from_le_bytes(*c) ^ (ONES * b' ' as u64);
+                if x != 0 {
+                    p += x.trailing_zeros() as usize / 8;
+                    break;
+                }
+                p += 8;
+            }
         }
+        self.pos = p;
     }
 
+    #[inline]
     pub fn peek(&mut self) -> Option<u8> {
-        self.skip_ws();
-        self.buf.get(self.pos).copied()
+        match self.buf.get(self.pos) {
+            Some(&b) if b > b' ' => Some(b),
+            _ => {
+                self.skip_ws();
+                self.buf.get(self.pos).copied()
+            }
+        }
     }
 
     fn describe_here(&self) -> String {
@@ -822,6 +842,41 @@ mod fast_path_tests {
                 (e.offset, e.msg.as_str()),
                 (at, "control character inside a string")
             );
+        }
+    }
+
+    #[test]
+    fn whitespace_layouts_read_alike() {
+        let compact = r#"{"a":[1,{"b":null,"c":"x"},[]],"d":{},"e":-0.5}"#;
+        let (s0, v0) = parse(compact.as_bytes()).unwrap();
+        for indent in [0, 1, 2, 7, 8, 9, 16, 17] {
+            for nl in ["\n", "\r\n", "\n\t"] {
+                let pad = format!("{nl}{}", " ".repeat(indent));
+                let mut doc = String::new();
+                for c in compact.chars() {
+                    doc.push(c);
+                    if matches!(c, '{' | '[' | ',') {
+                        doc.push_str(&pad);
+                    }
+                    if c == ':' {
+                        doc.push(' ');
+                    }
+                }
+                doc.push_str(&pad);
+                let (s, v) = parse(doc.as_bytes()).unwrap();
+                assert_eq!(
+                    (&s.vals, &s.pairs, &s.text, v),
+                    (&s0.vals, &s0.pairs, &s0.text, v0)
+                );
+            }
+        }
+        // Whitespace up to the end of the buffer, shorter and longer than a word.
+        for n in 0..20 {
+            let doc = format!("[1]{}", " ".repeat(n));
+            assert!(parse(doc.as_bytes()).is_ok());
+            let doc = format!("[1]{} x", " ".repeat(n));
+            let e = parse(doc.as_bytes()).unwrap_err();
+            assert_eq!(e.offset, 4 + n);
         }
     }
 }
