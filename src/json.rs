@@ -263,6 +263,44 @@ fn plain_run(s: &[u8]) -> (usize, bool) {
     (i, seen & HIGHS != 0)
 }
 
+/// The eight bytes at `s[i..]` as a word if they are all ASCII digits.
+#[inline(always)]
+fn eight_digits_at(s: &[u8], i: usize) -> Option<u64> {
+    let w = u64::from_le_bytes(*s.get(i..)?.first_chunk::<8>()?);
+    // Every byte 0x30..=0x39: high nibble 3, and still 3 after adding 6 (no carry can cross a
+    // byte once the first test holds).
+    let hi = 0xF0F0_F0F0_F0F0_F0F0;
+    let all = (w & hi) == ONES * 0x30 && (w.wrapping_add(ONES * 6) & hi) == ONES * 0x30;
+    all.then_some(w)
+}
+
+/// The value of eight ASCII digits loaded little-endian (the first digit is the lowest byte).
+#[inline(always)]
+fn eight_digits_value(w: u64) -> u64 {
+    let w = w - ONES * 0x30;
+    // Pairs, then quadruples, then the whole: 10*a+b in each 16-bit lane, and so on.
+    let w = (w * 10 + (w >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let w = (w * 100 + (w >> 16)) & 0x0000_FFFF_0000_FFFF;
+    (w.wrapping_mul(10_000) + (w >> 32)) & 0xFFFF_FFFF
+}
+
+/// Powers of five below 2^64.
+const POW5: [u64; 28] = {
+    let mut t = [1u64; 28];
+    let mut i = 1;
+    while i < 28 {
+        t[i] = t[i - 1] * 5;
+        i += 1;
+    }
+    t
+};
+
+/// Exact powers of ten (10^22 is the last one an f64 holds exactly).
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
 /// Cursor over JSON bytes.
 pub struct Reader<'a> {
     pub buf: &'a [u8],
@@ -508,54 +546,156 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline(always)]
     fn number(&mut self, store: &mut Store) -> R<Val> {
         let start = self.pos;
         let buf = self.buf;
-        if buf.get(self.pos) == Some(&b'-') {
+        let neg = buf.get(self.pos) == Some(&b'-');
+        if neg {
             self.pos += 1;
             if self.lit(b"Infinity") {
                 return Ok(Val::Float(f64::NEG_INFINITY));
             }
         }
+        // The digits (integer and fraction) accumulate into `mant`, eight at a time when they
+        // can; it is exact while there are at most 19 significant digits.
+        let mut mant: u64 = 0;
         let digits_start = self.pos;
-        while buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+        while let Some(w) = eight_digits_at(buf, self.pos) {
+            mant = mant
+                .wrapping_mul(100_000_000)
+                .wrapping_add(eight_digits_value(w));
+            self.pos += 8;
+        }
+        while let Some(d) = buf
+            .get(self.pos)
+            .map(|b| b.wrapping_sub(b'0'))
+            .filter(|d| *d < 10)
+        {
+            mant = mant.wrapping_mul(10).wrapping_add(u64::from(d));
             self.pos += 1;
         }
-        if self.pos == digits_start {
+        let int_digits = self.pos - digits_start;
+        if int_digits == 0 {
             return self.err("invalid number");
         }
-        if buf[digits_start] == b'0' && self.pos - digits_start > 1 {
+        if buf.get(digits_start) == Some(&b'0') && int_digits > 1 {
             self.pos = digits_start + 1;
             return self.err("invalid number (leading zero)");
         }
         let mut is_float = false;
+        let mut frac_digits = 0;
+        // Digits that count for `mant`'s size: all but leading zeros (as in "0.000123").
+        let mut sig_digits = int_digits;
         if buf.get(self.pos) == Some(&b'.') {
             is_float = true;
             self.pos += 1;
             let s = self.pos;
-            while buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+            // The integer part is "0": the fraction's leading zeros do not count either. (Not
+            // `mant == 0`: a long integer part can wrap it to 0.)
+            let int_zero = int_digits == 1 && buf.get(digits_start) == Some(&b'0');
+            let zeros = if int_zero {
+                let rest = buf.get(s..).unwrap_or(&[]);
+                rest.iter().take_while(|&&b| b == b'0').count()
+            } else {
+                0
+            };
+            while let Some(w) = eight_digits_at(buf, self.pos) {
+                mant = mant
+                    .wrapping_mul(100_000_000)
+                    .wrapping_add(eight_digits_value(w));
+                self.pos += 8;
+            }
+            while let Some(d) = buf
+                .get(self.pos)
+                .map(|b| b.wrapping_sub(b'0'))
+                .filter(|d| *d < 10)
+            {
+                mant = mant.wrapping_mul(10).wrapping_add(u64::from(d));
                 self.pos += 1;
             }
-            if self.pos == s {
+            frac_digits = self.pos - s;
+            if frac_digits == 0 {
                 return self.err("invalid number (no digits after '.')");
             }
+            sig_digits = if int_zero {
+                frac_digits - zeros
+            } else {
+                int_digits + frac_digits
+            };
         }
+        // The exponent, saturated far beyond where the fast path applies.
+        let mut exp: i64 = 0;
         if matches!(buf.get(self.pos), Some(b'e') | Some(b'E')) {
             is_float = true;
             self.pos += 1;
+            let exp_neg = buf.get(self.pos) == Some(&b'-');
             if matches!(buf.get(self.pos), Some(b'+') | Some(b'-')) {
                 self.pos += 1;
             }
             let s = self.pos;
-            while buf.get(self.pos).is_some_and(u8::is_ascii_digit) {
+            while let Some(d) = buf
+                .get(self.pos)
+                .map(|b| b.wrapping_sub(b'0'))
+                .filter(|d| *d < 10)
+            {
+                exp = (exp * 10 + i64::from(d)).min(1 << 20);
                 self.pos += 1;
             }
             if self.pos == s {
                 return self.err("invalid number (no digits in exponent)");
             }
+            if exp_neg {
+                exp = -exp;
+            }
         }
-        // The slice is ASCII by construction.
-        let text = std::str::from_utf8(&buf[start..self.pos]).unwrap_or("0");
+        if is_float {
+            // The value is mant * 10^e10, mant exact below 10^19. Each fast path rounds once,
+            // correctly (to nearest, ties to even): the very bits `str::parse::<f64>` gives.
+            // Anything else goes to `str::parse`.
+            let e10 = exp - frac_digits as i64;
+            if sig_digits <= 19 {
+                let x = if mant <= 1 << 53 && (-22..=22).contains(&e10) {
+                    // Clinger: mant and 10^|e10| are exact f64s; one IEEE operation rounds.
+                    let m = mant as f64;
+                    let p = POW10[e10.unsigned_abs() as usize];
+                    Some(if e10 < 0 { m / p } else { m * p })
+                } else if mant != 0 && (-27..=-1).contains(&e10) {
+                    // mant / 10^k = mant / 5^k * 2^-k, 5^k < 2^64. n = mant << s has its top
+                    // bit at 127, so q = n / 5^k >= 2^127 / 5^27 > 2^64: 65 bits or more. With
+                    // the remainder as a sticky bit, q2 = 2q + (r != 0) rounds like the exact
+                    // 2n / 5^k (the two lie strictly between the same consecutive even
+                    // integers, and with 66 bits every rounding boundary is even), and
+                    // `u128 as f64` rounds correctly. The power of two scales exactly (the
+                    // result is far from the subnormals).
+                    let k = e10.unsigned_abs() as usize;
+                    let s = mant.leading_zeros() + 64;
+                    let n = u128::from(mant) << s;
+                    let d = u128::from(POW5[k]);
+                    let q2 = (n / d) << 1 | u128::from(n % d != 0);
+                    let scale = s as u64 + 1 + k as u64;
+                    Some(q2 as f64 * f64::from_bits((1023 - scale) << 52))
+                } else if (0..=22).contains(&e10) {
+                    // An exact integer product, rounded once by `u128 as f64`.
+                    u128::from(mant)
+                        .checked_mul(10u128.pow(e10 as u32))
+                        .map(|p| p as f64)
+                } else {
+                    None
+                };
+                if let Some(x) = x {
+                    return Ok(Val::Float(if neg { -x } else { x }));
+                }
+            }
+        } else if int_digits <= 18 {
+            // At most 18 digits: below 10^18, an i64 either way.
+            let i = mant as i64;
+            return Ok(Val::Int(if neg { -i } else { i }));
+        }
+        let text = buf.get(start..self.pos).unwrap_or(b"0");
+        // SAFETY: the bytes were all matched above as '-', '+', '.', 'e', 'E' or digits: ASCII,
+        // which is UTF-8.
+        let text = unsafe { std::str::from_utf8_unchecked(text) };
         if is_float {
             // Like Python, a literal beyond f64 becomes +-inf.
             Ok(Val::Float(text.parse::<f64>().unwrap_or(f64::NAN)))
@@ -878,6 +1018,156 @@ mod fast_path_tests {
             let e = parse(doc.as_bytes()).unwrap_err();
             assert_eq!(e.offset, 4 + n);
         }
+    }
+
+    /// The number a literal reads as, as `str::parse` defines it.
+    fn expected(text: &str) -> Val {
+        if text.contains(['.', 'e', 'E']) {
+            Val::Float(text.parse::<f64>().unwrap())
+        } else {
+            match text.parse::<i64>() {
+                Ok(i) => Val::Int(i),
+                Err(_) => Val::BigInt(StrRef {
+                    off: 0,
+                    len: text.len() as u32,
+                }),
+            }
+        }
+    }
+
+    fn check_number(text: &str) {
+        let (s, v) = parse(text.as_bytes()).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        match (v, expected(text)) {
+            (Val::Float(a), Val::Float(b)) => {
+                assert_eq!(a.to_bits(), b.to_bits(), "{text}: {a:e} vs {b:e}")
+            }
+            (Val::BigInt(r), Val::BigInt(_)) => assert_eq!(s.str(r), text),
+            (a, b) => assert_eq!(a, b, "{text}"),
+        }
+    }
+
+    #[test]
+    fn numbers_read_as_str_parse_does() {
+        let literals = "\
+            0 -0 0.0 -0.0 0.1 0.5 1.5 -1.5 1e308 1e309 -1e309 1e-400 2.2250738585072014e-308 \
+            2.2250738585072011e-308 4.9e-324 1.7976931348623157e308 123456789012345678 \
+            999999999999999999 1000000000000000000 9223372036854775807 -9223372036854775808 \
+            9223372036854775808 -9223372036854775809 12345678901234567890123 9007199254740993 \
+            9007199254740993.0 9007199254740993e0 9.007199254740993e15 900719925474099.3e1 \
+            9007199254740995.0 4503599627370496.5 4503599627370497.5 2251799813685248.25 \
+            2251799813685248.75 1125899906842624.125 4503599627370496.4999 4503599627370496.5001 \
+            0.9026454144228374 5.106133460974885 -8.944840199797821e-05 0.00025651113502035705 \
+            0.1234567890123456789 0.12345678901234567891 1234567890123456789.0 \
+            12345678901234567890.0 1.2345678901234567e-27 1.2345678901234567e-28 1e-27 1e-28 1e22 \
+            1e23 1.5e22 123456789012345678e4 0.0e-25 0e-30 0e400 1E5 1e+5 1e-5 1.0E+2 \
+            0.000000000000000000001 3.0000000000000004 0.30000000000000004 \
+            100000000000000000000000.0 1e0000000000000000000000000000001 \
+            1e-0000000000000000000000000000001 18446744073709551616.0 18446744073709551616 \
+            36893488147419103232.5 1180591620717411303424e-3 0.18446744073709551616";
+        for t in literals.split_whitespace() {
+            check_number(t);
+        }
+        // The largest double, written out: an integer part that wraps a u64 to 0.
+        check_number(&format!("17976931348623157{}.0", "0".repeat(292)));
+    }
+
+    /// Decimal literals of every shape the fast paths take or refuse, against `str::parse`.
+    #[test]
+    fn generated_numbers_read_as_str_parse_does() {
+        let mut g = Lcg(7);
+        let digits = |g: &mut Lcg, n: usize, lead: bool| -> String {
+            (0..n)
+                .map(|i| {
+                    let d = if i == 0 && lead {
+                        1 + g.below(9)
+                    } else {
+                        g.below(10)
+                    };
+                    (b'0' + d as u8) as char
+                })
+                .collect()
+        };
+        for i in 0..300_000 {
+            let mut t = String::new();
+            if g.below(2) == 0 {
+                t.push('-');
+            }
+            match g.below(4) {
+                // An integer part and a fraction, 1 to 22 digits in all.
+                0 | 1 => {
+                    let n = 1 + g.below(22) as usize;
+                    let int = g.below(n as u64 + 1) as usize;
+                    if int == 0 {
+                        t.push('0');
+                    } else {
+                        t.push_str(&digits(&mut g, int, true));
+                    }
+                    if n > int || g.below(2) == 0 {
+                        t.push('.');
+                        let zeros = if int == 0 { g.below(8) as usize } else { 0 };
+                        t.push_str(&"0".repeat(zeros));
+                        t.push_str(&digits(&mut g, (n - int).max(1), false));
+                    }
+                }
+                // Python's repr of a random double, positional or with an exponent.
+                2 => {
+                    let x = f64::from_bits(g.next() << 33 ^ g.next());
+                    if !x.is_finite() {
+                        continue;
+                    }
+                    t = if i % 2 == 0 {
+                        format!("{x:?}")
+                    } else {
+                        format!("{x:e}")
+                    };
+                    if !t.contains(['.', 'e']) {
+                        t.push_str(".0");
+                    }
+                }
+                // Halfway between two doubles (and just beside it), exactly, in few digits:
+                // m + 1/2^j for m in [2^(52-j+1), 2^(53-j+1)).
+                _ => {
+                    let j = g.below(4) as u32;
+                    let m = (1u64 << (52 - j)) + g.below(1 << (52 - j));
+                    let frac = 5u64.pow(j + 1) * (2 * g.below(1 << j) + 1);
+                    let mut f = format!("{frac:0w$}", w = j as usize + 1);
+                    match g.below(3) {
+                        0 => {}
+                        1 => f.push('1'),
+                        _ => {
+                            // Just below: subtract one in the last place.
+                            let v: u64 = f.parse().unwrap();
+                            f = format!("{:0w$}9", v - 1, w = j as usize + 1);
+                        }
+                    }
+                    t.push_str(&format!("{m}.{f}"));
+                }
+            }
+            if g.below(3) == 0 && !t.contains(['e', 'E']) {
+                let e = g.below(61) as i64 - 30;
+                t.push_str(&format!("{}{e}", if g.below(2) == 0 { "e" } else { "E" }));
+            }
+            check_number(&t);
+        }
+    }
+
+    #[test]
+    fn eight_digits_match_their_value() {
+        let mut g = Lcg(3);
+        for _ in 0..100_000 {
+            let n = g.below(100_000_000);
+            let text = format!("{n:08}");
+            let w = eight_digits_at(text.as_bytes(), 0).unwrap();
+            assert_eq!(eight_digits_value(w), n);
+        }
+        for bad in [b'/', b':', b'a', b' ', b'.', 0x80, 0xb0, 0x00] {
+            for pos in 0..8 {
+                let mut t = *b"12345678";
+                t[pos] = bad;
+                assert!(eight_digits_at(&t, 0).is_none());
+            }
+        }
+        assert!(eight_digits_at(b"1234567", 0).is_none());
     }
 }
 
