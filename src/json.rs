@@ -53,7 +53,20 @@ pub struct Store {
     pub pairs: Vec<(KeyId, Val)>,
     pub text: String,
     keys: Vec<Box<str>>,
-    key_ids: HashMap<Box<str>, KeyId>,
+    key_ids: KeyTable,
+}
+
+/// The index of [`Store`]'s interned keys: open addressing (linear probing) over `(hash, id + 1)`
+/// slots, the hash seeded per process like [`HashMap`]'s (crafted keys cannot force collisions).
+/// Keys live once, in `Store::keys`; the stored hash makes growing the table rehash nothing.
+#[derive(Default, Debug, Clone)]
+struct KeyTable {
+    state: foldhash::fast::RandomState,
+    /// Power-of-two length (or empty), at most half full; id 0 marks an empty slot.
+    slots: Vec<(u32, u32)>,
+    /// A direct-mapped cache in front of the table for short keys (at most 16 bytes: dump.json's
+    /// `"type"`, `"dtype"`, `"requires_grad"` ...): `(short_words(key), len, id + 1)`.
+    short: Vec<(u64, u64, u32, u32)>,
 }
 
 impl Store {
@@ -74,16 +87,37 @@ impl Store {
         self.keys.get(k.0 as usize).map(|s| &**s).unwrap_or("")
     }
     pub fn intern_key(&mut self, s: &str) -> KeyId {
-        if let Some(k) = self.key_ids.get(s) {
-            return *k;
+        let t = &mut self.key_ids;
+        let words = short_words(s.as_bytes());
+        if let Some(k) = words.and_then(|w| t.cached(w, s.len())) {
+            return k;
         }
-        let k = KeyId(self.keys.len() as u32);
-        self.keys.push(s.into());
-        self.key_ids.insert(s.into(), k);
+        let h = t.hash(s);
+        let k = match t.find(&self.keys, s, h) {
+            Ok(k) => k,
+            Err(slot) => {
+                let k = KeyId(self.keys.len() as u32);
+                self.keys.push(s.into());
+                t.insert(slot, h, k, self.keys.len());
+                k
+            }
+        };
+        if let Some(w) = words {
+            if t.short.is_empty() {
+                t.short = vec![(0, 0, 0, 0); SHORT_SLOTS];
+            }
+            if let Some(e) = t.short.get_mut(short_slot(w, s.len())) {
+                *e = (w.0, w.1, s.len() as u32, k.0 + 1);
+            }
+        }
         k
     }
     pub fn find_key(&self, s: &str) -> Option<KeyId> {
-        self.key_ids.get(s).copied()
+        let t = &self.key_ids;
+        if let Some(k) = short_words(s.as_bytes()).and_then(|w| t.cached(w, s.len())) {
+            return Some(k);
+        }
+        t.find(&self.keys, s, t.hash(s)).ok()
     }
     pub fn list(&self, v: Val) -> &[Val] {
         match v {
@@ -142,6 +176,110 @@ impl Store {
         Val::Obj {
             start,
             len: items.len() as u32,
+        }
+    }
+}
+
+/// Entries of [`KeyTable::short`].
+const SHORT_SLOTS: usize = 256;
+
+/// A key of at most 16 bytes as two little-endian words, zero-padded: with its length, they
+/// are the key. Built from whole loads (no byte copies through memory).
+#[inline]
+fn short_words(b: &[u8]) -> Option<(u64, u64)> {
+    let n = b.len();
+    let rd8 = |i: usize| {
+        b.get(i..)
+            .and_then(<[u8]>::first_chunk::<8>)
+            .map(|c| u64::from_le_bytes(*c))
+    };
+    let rd4 = |i: usize| {
+        b.get(i..)
+            .and_then(<[u8]>::first_chunk::<4>)
+            .map(|c| u64::from(u32::from_le_bytes(*c)))
+    };
+    let rd1 = |i: usize| b.get(i).map_or(0, |&x| u64::from(x));
+    match n {
+        0 => Some((0, 0)),
+        // Bytes 0, n/2 and n-1 cover a key of 1 to 3 bytes.
+        1..=3 => Some((
+            rd1(0) | rd1(n / 2) << (8 * (n / 2)) | rd1(n - 1) << (8 * (n - 1)),
+            0,
+        )),
+        // Two overlapping 4-byte loads; where they overlap they agree.
+        4..=7 => Some((rd4(0)? | rd4(n - 4)? << (8 * (n - 4)), 0)),
+        8 => Some((rd8(0)?, 0)),
+        // The last 8 bytes, shifted down past the ones the first word holds.
+        9..=16 => Some((rd8(0)?, rd8(n - 8)? >> (8 * (16 - n)))),
+        _ => None,
+    }
+}
+
+/// The cache slot of a short key (a cache: collisions only cost a table lookup).
+#[inline]
+fn short_slot(w: (u64, u64), len: usize) -> usize {
+    let x = w.0 ^ w.1.rotate_left(29) ^ len as u64;
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SHORT_SLOTS
+}
+
+impl KeyTable {
+    /// The id of the short key `short_words` gives `w` for (with its length), if cached.
+    #[inline(always)]
+    fn cached(&self, w: (u64, u64), len: usize) -> Option<KeyId> {
+        let &(c0, c1, cl, id) = self.short.get(short_slot(w, len))?;
+        ((c0, c1) == w && cl as usize == len && id != 0).then(|| KeyId(id - 1))
+    }
+
+    #[inline]
+    fn hash(&self, s: &str) -> u32 {
+        use std::hash::BuildHasher;
+        let h = self.state.hash_one(s);
+        (h ^ (h >> 32)) as u32
+    }
+
+    /// The id of `s`, or the empty slot where it would go.
+    #[inline]
+    fn find(&self, keys: &[Box<str>], s: &str, h: u32) -> Result<KeyId, usize> {
+        let mask = self.slots.len().wrapping_sub(1);
+        let mut i = h as usize & mask;
+        // The table is at most half full, so the probe meets an empty slot.
+        while let Some(&(sh, id)) = self.slots.get(i) {
+            if id == 0 {
+                return Err(i);
+            }
+            if sh == h && keys.get(id as usize - 1).is_some_and(|k| **k == *s) {
+                return Ok(KeyId(id - 1));
+            }
+            i = (i + 1) & mask;
+        }
+        Err(usize::MAX)
+    }
+
+    /// Records new key `k` (hash `h`) at the empty `slot` `find` returned; `count` keys exist now.
+    fn insert(&mut self, slot: usize, h: u32, k: KeyId, count: usize) {
+        if count * 2 > self.slots.len() {
+            let cap = (self.slots.len() * 2).max(16);
+            let old = std::mem::replace(&mut self.slots, vec![(0, 0); cap]);
+            for (oh, id) in old {
+                if id != 0 {
+                    self.place(oh, id);
+                }
+            }
+            self.place(h, k.0 + 1);
+        } else if let Some(e) = self.slots.get_mut(slot) {
+            *e = (h, k.0 + 1);
+        }
+    }
+
+    fn place(&mut self, h: u32, id: u32) {
+        let mask = self.slots.len().wrapping_sub(1);
+        let mut i = h as usize & mask;
+        while let Some(e) = self.slots.get_mut(i) {
+            if e.1 == 0 {
+                *e = (h, id);
+                return;
+            }
+            i = (i + 1) & mask;
         }
     }
 }
@@ -1168,6 +1306,41 @@ mod fast_path_tests {
             }
         }
         assert!(eight_digits_at(b"1234567", 0).is_none());
+    }
+
+    #[test]
+    fn interned_keys_stay_distinct() {
+        let mut st = Store::default();
+        let mut keys: Vec<String> = Vec::new();
+        // Keys of every length around the short-key words, differing in their last character
+        // (a NUL too, which zero-padding must not confuse with a shorter key).
+        for len in 0..=20 {
+            for c in ['a', 'b', '\0', '\u{e9}'] {
+                let mut k: String = (0..len).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+                k.push(c);
+                keys.push(k);
+            }
+        }
+        keys.push(String::new());
+        for i in 0..5000 {
+            keys.push(format!("k{i}"));
+            keys.push(format!("Module.layers.{i}.mlp.forward.0"));
+        }
+        keys.sort();
+        keys.dedup();
+        let ids: Vec<KeyId> = keys.iter().map(|k| st.intern_key(k)).collect();
+        for (k, id) in keys.iter().zip(&ids) {
+            assert_eq!(st.key(*id), k);
+            assert_eq!(st.find_key(k), Some(*id));
+            assert_eq!(st.intern_key(k), *id);
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), keys.len());
+        assert_eq!(st.find_key("absent"), None);
+        assert_eq!(st.find_key("zz\u{0}"), None);
+        assert_eq!(st.clone().find_key("k42"), st.find_key("k42"));
     }
 }
 
