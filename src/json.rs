@@ -553,6 +553,38 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Fastest path for an object key (the opening quote is next): a key of at most 15 bytes
+    /// without escapes that `store` has in its short-key cache, read as two words straight from
+    /// the input. None (position unchanged) otherwise. (A cached key's bytes are a stored key's,
+    /// so they are valid UTF-8.)
+    #[inline(always)]
+    fn short_key(&mut self, store: &Store) -> Option<KeyId> {
+        let buf = self.buf;
+        let start = self.pos + 1;
+        let w0 = u64::from_le_bytes(*buf.get(start..)?.first_chunk::<8>()?);
+        let w1 = u64::from_le_bytes(*buf.get(start + 8..)?.first_chunk::<8>()?);
+        // The bytes before the first stop (n < 8, so the shifts are in range).
+        let below = |n: u32| (1u64 << n) - 1;
+        let stops0 = string_stops(w0);
+        let (len, w) = if stops0 != 0 {
+            let n = stops0.trailing_zeros() & !7;
+            (n as usize / 8, (w0 & below(n), 0))
+        } else {
+            let stops1 = string_stops(w1);
+            if stops1 == 0 {
+                return None;
+            }
+            let n = stops1.trailing_zeros() & !7;
+            (8 + n as usize / 8, (w0, w1 & below(n)))
+        };
+        if buf.get(start + len) != Some(&b'"') {
+            return None;
+        }
+        let k = store.key_ids.cached(w, len)?;
+        self.pos = start + len + 1;
+        Some(k)
+    }
+
     /// Fast path for a string without escapes (the opening quote is next): returns it borrowed
     /// from the input and moves past it; None (position unchanged) when it needs `read_str`.
     #[inline(always)]
@@ -685,7 +717,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    fn number(&mut self, store: &mut Store) -> R<Val> {
+    fn number(&mut self, store: &mut Store) -> Result<Val, Box<SyntaxError>> {
         let start = self.pos;
         let buf = self.buf;
         let neg = buf.get(self.pos) == Some(&b'-');
@@ -715,11 +747,11 @@ impl<'a> Reader<'a> {
         }
         let int_digits = self.pos - digits_start;
         if int_digits == 0 {
-            return self.err("invalid number");
+            return Ok(self.err("invalid number")?);
         }
         if buf.get(digits_start) == Some(&b'0') && int_digits > 1 {
             self.pos = digits_start + 1;
-            return self.err("invalid number (leading zero)");
+            return Ok(self.err("invalid number (leading zero)")?);
         }
         let mut is_float = false;
         let mut frac_digits = 0;
@@ -754,7 +786,7 @@ impl<'a> Reader<'a> {
             }
             frac_digits = self.pos - s;
             if frac_digits == 0 {
-                return self.err("invalid number (no digits after '.')");
+                return Ok(self.err("invalid number (no digits after '.')")?);
             }
             sig_digits = if int_zero {
                 frac_digits - zeros
@@ -781,7 +813,7 @@ impl<'a> Reader<'a> {
                 self.pos += 1;
             }
             if self.pos == s {
-                return self.err("invalid number (no digits in exponent)");
+                return Ok(self.err("invalid number (no digits in exponent)")?);
             }
             if exp_neg {
                 exp = -exp;
@@ -847,71 +879,162 @@ impl<'a> Reader<'a> {
 
     /// Parses any value into `store`.
     pub fn value(&mut self, store: &mut Store, depth: usize) -> R<Val> {
+        let base = self.stack_vals.len();
+        self.push_value(store, depth, None).map_err(|e| *e)?;
+        let v = self.stack_vals.get(base).copied().unwrap_or(Val::Null);
+        self.stack_vals.truncate(base);
+        Ok(v)
+    }
+
+    /// [`Reader::push_value`] for an element or member: strings without escapes, numbers and
+    /// literals are read here, inline; anything else (and every error) goes through
+    /// `push_value`.
+    #[inline(always)]
+    fn push_child(
+        &mut self,
+        store: &mut Store,
+        depth: usize,
+        key: Option<KeyId>,
+    ) -> Result<(), Box<SyntaxError>> {
         if depth > MAX_DEPTH {
-            return self.err(format!("nesting deeper than {MAX_DEPTH} levels"));
+            return self.push_value(store, depth, key);
         }
-        match self.peek() {
-            None => self.err("unexpected end of file, expected a value"),
+        // Python's separators put one space after ':'.
+        if self.buf.get(self.pos) == Some(&b' ') {
+            self.pos += 1;
+        }
+        let v = match self.peek() {
+            Some(b'"') => {
+                let Some(s) = self.plain_str() else {
+                    return self.push_value(store, depth, key);
+                };
+                let off = store.text.len() as u32;
+                store.text.push_str(s);
+                Val::Str(StrRef {
+                    off,
+                    len: s.len() as u32,
+                })
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(store)?,
+            Some(b't') if self.lit(b"true") => Val::Bool(true),
+            Some(b'f') if self.lit(b"false") => Val::Bool(false),
+            Some(b'n') if self.lit(b"null") => Val::Null,
+            _ => return self.push_value(store, depth, key),
+        };
+        match key {
+            None => self.stack_vals.push(v),
+            Some(k) => self.stack_pairs.push((k, v)),
+        }
+        Ok(())
+    }
+
+    /// [`Reader::value`], the value pushed where its parent collects it: on `stack_vals`, or with
+    /// `key` on `stack_pairs`. Values are written once, in place; returning them (a 16-byte enum,
+    /// through memory) and copying them again cost more than parsing them. The error is boxed.
+    fn push_value(
+        &mut self,
+        store: &mut Store,
+        depth: usize,
+        key: Option<KeyId>,
+    ) -> Result<(), Box<SyntaxError>> {
+        if depth > MAX_DEPTH {
+            return Err(Box::new(SyntaxError {
+                offset: self.pos,
+                msg: format!("nesting deeper than {MAX_DEPTH} levels"),
+            }));
+        }
+        let v = match self.peek() {
+            None => return Ok(self.err("unexpected end of file, expected a value")?),
             Some(b'{') => {
                 self.pos += 1;
                 let base = self.stack_pairs.len();
                 let mut seen: Option<HashMap<KeyId, usize>> = None;
+                // Bit `id % 64` of every key on the stack: most keys find their bit clear and
+                // need no duplicate look-up at all.
+                let mut bits = 0u64;
                 if self.peek() == Some(b'}') {
                     self.pos += 1;
                 } else {
                     loop {
                         if self.peek() != Some(b'"') {
                             let here = self.describe_here();
-                            return self.err(format!("expected a string key, found {here}"));
+                            return Ok(self.err(format!("expected a string key, found {here}"))?);
                         }
-                        let k = match self.plain_str() {
+                        let known = store.keys.len();
+                        let k = match self.short_key(store) {
                             Some(k) => k,
-                            None => self.read_str()?,
+                            None => match self.plain_str() {
+                                Some(k) => store.intern_key(k),
+                                None => {
+                                    let k = self.read_str()?;
+                                    store.intern_key(k)
+                                }
+                            },
                         };
-                        let k = match store.find_key(k) {
-                            Some(id) => id,
-                            None => {
-                                let owned = k.to_owned();
-                                store.intern_key(&owned)
-                            }
-                        };
-                        self.expect(b':')?;
-                        let v = self.value(store, depth + 1)?;
-                        // Duplicate keys: a scan while the object is small, a hash index once it
-                        // is large (construct.json has one key per node).
-                        let n = self.stack_pairs.len() - base;
-                        if n == 32 && seen.is_none() {
-                            seen = Some(
-                                self.stack_pairs[base..]
-                                    .iter()
-                                    .enumerate()
-                                    .map(|(i, p)| (p.0, i))
-                                    .collect(),
-                            );
+                        // A key interned just now cannot be a duplicate, nor one whose bit is clear.
+                        let bit = 1u64 << (k.0 % 64);
+                        let no_dup = k.0 as usize >= known || bits & bit == 0;
+                        bits |= bit;
+                        if self.buf.get(self.pos) == Some(&b':') {
+                            self.pos += 1;
+                        } else {
+                            self.expect(b':')?;
                         }
-                        let dup = match &seen {
-                            Some(m) => m.get(&k).copied(),
-                            None => self.stack_pairs[base..].iter().position(|p| p.0 == k),
+                        // The pair goes on the stack; a duplicate key moves its value back.
+                        self.push_child(store, depth + 1, Some(k))?;
+                        // Duplicate keys: a scan while the object is small, a hash index once it
+                        // is large (construct.json has one key per node), built when a key that
+                        // could be a duplicate first comes.
+                        let n = self.stack_pairs.len() - 1 - base;
+                        let dup = if no_dup {
+                            None
+                        } else {
+                            if n >= 32 && seen.is_none() {
+                                seen = Some(
+                                    self.stack_pairs[base..base + n]
+                                        .iter()
+                                        .enumerate()
+                                        .map(|(i, p)| (p.0, i))
+                                        .collect(),
+                                );
+                            }
+                            match &seen {
+                                Some(m) => m.get(&k).copied(),
+                                None => self.stack_pairs[base..base + n]
+                                    .iter()
+                                    .position(|p| p.0 == k),
+                            }
                         };
                         if let Some(i) = dup {
-                            self.stack_pairs[base + i].1 = v;
-                        } else {
-                            if let Some(m) = &mut seen {
-                                m.insert(k, n);
+                            if let Some((_, v)) = self.stack_pairs.pop() {
+                                self.stack_pairs[base + i].1 = v;
                             }
-                            self.stack_pairs.push((k, v));
+                        } else if let Some(m) = &mut seen {
+                            m.insert(k, n);
                         }
-                        if !self.comma_or_close(b'}')? {
-                            break;
+                        match self.peek() {
+                            Some(b',') => self.pos += 1,
+                            Some(b'}') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            // The error, as `comma_or_close` words it.
+                            _ => {
+                                self.comma_or_close(b'}')?;
+                                break;
+                            }
                         }
                     }
                 }
                 let start = store.pairs.len() as u32;
-                store.pairs.extend(self.stack_pairs.drain(base..));
-                Ok(Val::Obj {
+                store
+                    .pairs
+                    .extend_from_slice(self.stack_pairs.get(base..).unwrap_or(&[]));
+                self.stack_pairs.truncate(base);
+                Val::Obj {
                     start,
                     len: store.pairs.len() as u32 - start,
-                })
+                }
             }
             Some(b'[') => {
                 self.pos += 1;
@@ -920,19 +1043,30 @@ impl<'a> Reader<'a> {
                     self.pos += 1;
                 } else {
                     loop {
-                        let v = self.value(store, depth + 1)?;
-                        self.stack_vals.push(v);
-                        if !self.comma_or_close(b']')? {
-                            break;
+                        self.push_child(store, depth + 1, None)?;
+                        match self.peek() {
+                            Some(b',') => self.pos += 1,
+                            Some(b']') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            // The error, as `comma_or_close` words it.
+                            _ => {
+                                self.comma_or_close(b']')?;
+                                break;
+                            }
                         }
                     }
                 }
                 let start = store.vals.len() as u32;
-                store.vals.extend(self.stack_vals.drain(base..));
-                Ok(Val::List {
+                store
+                    .vals
+                    .extend_from_slice(self.stack_vals.get(base..).unwrap_or(&[]));
+                self.stack_vals.truncate(base);
+                Val::List {
                     start,
                     len: store.vals.len() as u32 - start,
-                })
+                }
             }
             Some(b'"') => {
                 let off = store.text.len() as u32;
@@ -944,22 +1078,27 @@ impl<'a> Reader<'a> {
                         store.text.push_str(s);
                     }
                 }
-                Ok(Val::Str(StrRef {
+                Val::Str(StrRef {
                     off,
                     len: store.text.len() as u32 - off,
-                }))
+                })
             }
-            Some(b't') if self.lit(b"true") => Ok(Val::Bool(true)),
-            Some(b'f') if self.lit(b"false") => Ok(Val::Bool(false)),
-            Some(b'n') if self.lit(b"null") => Ok(Val::Null),
-            Some(b'N') if self.lit(b"NaN") => Ok(Val::Float(f64::NAN)),
-            Some(b'I') if self.lit(b"Infinity") => Ok(Val::Float(f64::INFINITY)),
-            Some(b'-') | Some(b'0'..=b'9') => self.number(store),
+            Some(b't') if self.lit(b"true") => Val::Bool(true),
+            Some(b'f') if self.lit(b"false") => Val::Bool(false),
+            Some(b'n') if self.lit(b"null") => Val::Null,
+            Some(b'N') if self.lit(b"NaN") => Val::Float(f64::NAN),
+            Some(b'I') if self.lit(b"Infinity") => Val::Float(f64::INFINITY),
+            Some(b'-') | Some(b'0'..=b'9') => self.number(store)?,
             Some(_) => {
                 let here = self.describe_here();
-                self.err(format!("expected a value, found {here}"))
+                return Ok(self.err(format!("expected a value, found {here}"))?);
             }
+        };
+        match key {
+            None => self.stack_vals.push(v),
+            Some(k) => self.stack_pairs.push((k, v)),
         }
+        Ok(())
     }
 
     /// Skips a value without storing it (used for top-level keys we do not read).
@@ -1341,6 +1480,48 @@ mod fast_path_tests {
         assert_eq!(st.find_key("absent"), None);
         assert_eq!(st.find_key("zz\u{0}"), None);
         assert_eq!(st.clone().find_key("k42"), st.find_key("k42"));
+    }
+
+    /// Duplicate detection with keys whose ids share a bit of the object's 64-bit filter.
+    #[test]
+    fn duplicate_keys_with_colliding_filter_bits() {
+        let mut doc = String::from("{");
+        for i in 0..70 {
+            doc.push_str(&format!("\"{i}\": {{\"k{i}\": {i}}}, "));
+        }
+        doc.push_str("\"x\": {");
+        // k0 and k64 (ids 1 and 129) share a bit; only k0 is a duplicate.
+        doc.push_str("\"k0\": 1, \"k64\": 2, \"k0\": 3, \"k1\": 4}}");
+        let (s, v) = parse(doc.as_bytes()).unwrap();
+        let x = s.get(v, "x").unwrap();
+        let keys: Vec<&str> = s.obj(x).iter().map(|(k, _)| s.key(*k)).collect();
+        assert_eq!(keys, ["k0", "k64", "k1"]);
+        assert_eq!(s.get(x, "k0"), Some(Val::Int(3)));
+    }
+
+    #[test]
+    fn depth_limit_holds_for_inline_values() {
+        for (n, ok) in [(512, true), (513, false)] {
+            for inner in ["1", "\"s\"", "true", "null", "[]", "{}"] {
+                let doc = format!("{}{inner}{}", "[".repeat(n), "]".repeat(n));
+                let r = parse(doc.as_bytes());
+                assert_eq!(r.is_ok(), ok, "{n} {inner}");
+                if let Err(e) = r {
+                    // Right after the 513th '['.
+                    assert_eq!(
+                        (e.offset, e.msg.as_str()),
+                        (513, "nesting deeper than 512 levels")
+                    );
+                }
+                let doc = format!("{}{inner}{}", "{\"a\": ".repeat(n), "}".repeat(n));
+                let r = parse(doc.as_bytes());
+                assert_eq!(r.is_ok(), ok, "{n} {inner}");
+                if let Err(e) = r {
+                    // Right after the 513th ':' (before the space), as `value` always said.
+                    assert_eq!(e.offset, 513 * 6 - 1, "{inner}");
+                }
+            }
+        }
     }
 }
 
