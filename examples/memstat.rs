@@ -24,11 +24,10 @@ fn load(dir: &str) -> RankDump {
     let mb = |x: usize| x as f64 / 1e6;
     let st = &r.store;
     eprintln!(
-        "{dir}: parse {:.2?}; input {:.1} MB; store vals {:.1} pairs {:.1} text {:.1} MB; {} entries, {} construct",
+        "{dir}: parse {:.2?}; input {:.1} MB; store vals {:.1} text {:.1} MB; {} entries, {} construct",
         t.elapsed(),
         mb(d.len() + c.len() + s.len()),
         mb(st.vals.capacity() * 16),
-        mb(st.pairs.capacity() * 24),
         mb(st.text.capacity()),
         r.entries.len(),
         r.construct.len()

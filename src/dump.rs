@@ -382,8 +382,8 @@ impl RankParser {
             // per 30 bytes); a whole file given at once reserves once. Untouched capacity
             // costs no resident memory, and `finish` gives back what was not used.
             let st = &mut self.rd.store;
-            st.pairs.reserve(chunk.len() / 30);
-            st.vals.reserve(chunk.len() / 80);
+            // Values: one per object member (about one per 30 bytes) and list element.
+            st.vals.reserve(chunk.len() / 22);
             st.text.reserve(chunk.len() / 6);
         }
         if self.dump.carry.is_empty() {
@@ -410,7 +410,6 @@ impl RankParser {
                 v.reserve_exact(want.saturating_sub(v.len()));
             }
             size(&mut st.vals, scale);
-            size(&mut st.pairs, scale);
             let want = (st.text.len() as f64 * scale) as usize + 4096;
             st.text.reserve_exact(want.saturating_sub(st.text.len()));
         }
@@ -440,7 +439,6 @@ impl RankParser {
         // The arenas were reserved from the file size; give back what the estimate overshot
         // (the dump is kept for the whole run, and in the page for the whole session).
         self.rd.store.vals.shrink_to_fit();
-        self.rd.store.pairs.shrink_to_fit();
         self.rd.store.text.shrink_to_fit();
         self.rd
     }
@@ -455,7 +453,6 @@ fn keep_room(st: &mut Store) {
         }
     }
     room(&mut st.vals);
-    room(&mut st.pairs);
     if st.text.capacity() - st.text.len() < MIN {
         st.text.reserve_exact(st.text.len() / 8 + MIN);
     }
@@ -1225,7 +1222,7 @@ impl RankDump {
                 }
                 Val::Obj { .. } => {
                     let pairs = store.obj(v);
-                    let get = |k: KeyId| pairs.iter().find(|(kk, _)| *kk == k).map(|(_, x)| *x);
+                    let get = |k: KeyId| pairs.get(k);
                     if get(k::CLASS_TYPE).and_then(|c| store.as_str(c))
                         == Some("torch.distributed.P2POp")
                     {

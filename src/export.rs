@@ -123,7 +123,7 @@ fn stack_key(s: Stack) -> Option<(u8, u32, u32)> {
         Stack::Empty => Some((0, 0, 0)),
         Stack::NoForward => Some((1, 0, 0)),
         Stack::Val(Val::List { start, len }) => Some((2, start, len)),
-        Stack::Val(Val::Obj { start, len }) => Some((3, start, len)),
+        Stack::Val(Val::Obj { start, shape }) => Some((3, start, shape)),
         Stack::Val(Val::Str(r)) => Some((4, r.off, r.len)),
         Stack::Val(_) => None,
     }

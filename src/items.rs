@@ -257,10 +257,8 @@ pub fn truthy(store: &Store, v: Val) -> bool {
         Val::BigInt(_) => true,
         Val::Float(f) => f != 0.0,
         Val::Str(r) => r.len > 0,
-        Val::List { len, .. } | Val::Obj { len, .. } => {
-            let _ = store;
-            len > 0
-        }
+        Val::List { len, .. } => len > 0,
+        Val::Obj { .. } => store.obj_len(v) > 0,
     }
 }
 
@@ -377,9 +375,9 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
             (k::OUTPUT, ".output", State::Output),
             (k::PARAMETERS, ".parameters", State::Parameters),
         ] {
-            if let Some((_, v)) = store.obj(entry).iter().find(|(kk, _)| *kk == key) {
+            if let Some(v) = store.obj(entry).get(key) {
                 let name = format!("{op_name}{suffix}");
-                op_item_parse(store, Some(*v), &name, state, 0, &mut out, file)?;
+                op_item_parse(store, Some(v), &name, state, 0, &mut out, file)?;
             }
         }
     }
@@ -432,20 +430,11 @@ fn op_item_parse(
                 let extra: Vec<(KeyId, Py)> = [k::CLASS_TYPE, k::OP, k::PEER, k::TAG, k::GROUP_ID]
                     .iter()
                     .map(|key| {
-                        let val = store
-                            .obj(v)
-                            .iter()
-                            .find(|(kk, _)| kk == key)
-                            .map(|(_, x)| Py::from_val(*x))
-                            .unwrap_or(Py::None);
+                        let val = store.obj(v).get(*key).map(Py::from_val).unwrap_or(Py::None);
                         (*key, val)
                     })
                     .collect();
-                let tensor = store
-                    .obj(v)
-                    .iter()
-                    .find(|(kk, _)| *kk == k::TENSOR)
-                    .map(|(_, x)| *x);
+                let tensor = store.obj(v).get(k::TENSOR);
                 let mut item = match tensor {
                     Some(t @ Val::Obj { .. }) => gen_op_item(store, t, name, state),
                     _ => default_item(name, state),
@@ -533,7 +522,7 @@ pub fn crc32(bytes: &[u8]) -> u32 {
 
 fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
     let pairs = store.obj(data);
-    let get = |key: KeyId| pairs.iter().find(|(kk, _)| *kk == key).map(|(_, x)| *x);
+    let get = |key: KeyId| pairs.get(key);
     let mut item = Item {
         fields: Vec::with_capacity(pairs.len() + 6),
         state,

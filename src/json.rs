@@ -28,10 +28,12 @@ pub enum Val {
         start: u32,
         len: u32,
     },
-    /// `len` (key, value) pairs at `pairs[start..]`.
+    /// An object: its values at `vals[start..]`, its keys the key list `shape` of the store
+    /// (objects with the same keys in the same order, such as every tensor of a dump, share one
+    /// list, so a member costs a 16-byte value and no key).
     Obj {
         start: u32,
-        len: u32,
+        shape: u32,
     },
 }
 
@@ -49,8 +51,12 @@ pub struct KeyId(pub u32);
 /// Arena of parsed values.
 #[derive(Default, Debug, Clone)]
 pub struct Store {
+    /// List elements and object member values.
     pub vals: Vec<Val>,
-    pub pairs: Vec<(KeyId, Val)>,
+    /// The key lists of objects, each once: `(start, len)` in `shape_keys`.
+    shapes: Vec<(u32, u32)>,
+    shape_keys: Vec<KeyId>,
+    shape_ids: HashMap<Box<[KeyId]>, u32>,
     pub text: String,
     keys: Vec<Box<str>>,
     key_ids: KeyTable,
@@ -128,19 +134,28 @@ impl Store {
             _ => &[],
         }
     }
-    pub fn obj(&self, v: Val) -> &[(KeyId, Val)] {
-        match v {
-            Val::Obj { start, len } => self
-                .pairs
-                .get(start as usize..(start + len) as usize)
+    /// The members of object `v` (none if `v` is not an object).
+    pub fn obj(&self, v: Val) -> Obj<'_> {
+        let Val::Obj { start, shape } = v else {
+            return Obj::default();
+        };
+        let Some(&(ks, len)) = self.shapes.get(shape as usize) else {
+            return Obj::default();
+        };
+        Obj {
+            keys: self
+                .shape_keys
+                .get(ks as usize..(ks + len) as usize)
                 .unwrap_or(&[]),
-            _ => &[],
+            vals: self
+                .vals
+                .get(start as usize..start as usize + len as usize)
+                .unwrap_or(&[]),
         }
     }
     /// Value of `key` in object `v` (None if `v` is not an object or has no such key).
     pub fn get(&self, v: Val, key: &str) -> Option<Val> {
-        let k = self.find_key(key)?;
-        self.obj(v).iter().find(|(kk, _)| *kk == k).map(|(_, v)| *v)
+        self.obj(v).get(self.find_key(key)?)
     }
     pub fn as_str(&self, v: Val) -> Option<&str> {
         match v {
@@ -152,14 +167,12 @@ impl Store {
     pub fn mark(&self) -> Mark {
         Mark {
             vals: self.vals.len(),
-            pairs: self.pairs.len(),
             text: self.text.len(),
         }
     }
     /// Forgets every value added since `m` (interned keys stay; they are harmless).
     pub fn rewind(&mut self, m: Mark) {
         self.vals.truncate(m.vals);
-        self.pairs.truncate(m.pairs);
         self.text.truncate(m.text);
     }
     pub fn new_list(&mut self, items: &[Val]) -> Val {
@@ -171,12 +184,90 @@ impl Store {
         }
     }
     pub fn new_obj(&mut self, items: &[(KeyId, Val)]) -> Val {
-        let start = self.pairs.len() as u32;
-        self.pairs.extend_from_slice(items);
-        Val::Obj {
-            start,
-            len: items.len() as u32,
+        let start = self.vals.len() as u32;
+        self.vals.extend(items.iter().map(|(_, v)| *v));
+        let shape = self.shape_of(items.iter().map(|(k, _)| *k));
+        Val::Obj { start, shape }
+    }
+    /// The id of the key list `keys` (added if new).
+    fn shape_of(&mut self, keys: impl Iterator<Item = KeyId> + Clone) -> u32 {
+        // Consecutive objects mostly share their keys (the tensors of a dump): try the last first.
+        if let Some(last) = self.shapes.len().checked_sub(1) {
+            let (ks, len) = self.shapes[last];
+            if self.shape_keys[ks as usize..(ks + len) as usize]
+                .iter()
+                .copied()
+                .eq(keys.clone())
+            {
+                return last as u32;
+            }
         }
+        let list: Box<[KeyId]> = keys.collect();
+        if let Some(&id) = self.shape_ids.get(&list) {
+            // Move it last for the next object.
+            return id;
+        }
+        let id = self.shapes.len() as u32;
+        self.shapes
+            .push((self.shape_keys.len() as u32, list.len() as u32));
+        self.shape_keys.extend_from_slice(&list);
+        self.shape_ids.insert(list, id);
+        id
+    }
+    /// An object from members read onto a stack (the reader's).
+    pub(crate) fn push_obj(&mut self, members: &[(KeyId, Val)]) -> Val {
+        self.new_obj(members)
+    }
+    /// How many members object `v` has (0 if not an object).
+    pub fn obj_len(&self, v: Val) -> usize {
+        match v {
+            Val::Obj { shape, .. } => self.shapes.get(shape as usize).map_or(0, |s| s.1 as usize),
+            _ => 0,
+        }
+    }
+}
+
+/// The members of an object: keys and values side by side.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Obj<'a> {
+    keys: &'a [KeyId],
+    vals: &'a [Val],
+}
+
+impl<'a> Obj<'a> {
+    pub fn len(&self) -> usize {
+        self.keys.len().min(self.vals.len())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// (key, value) in order.
+    pub fn iter(&self) -> std::iter::Zip<std::slice::Iter<'a, KeyId>, std::slice::Iter<'a, Val>> {
+        self.keys.iter().zip(self.vals.iter())
+    }
+    /// The value of `k`.
+    pub fn get(&self, k: KeyId) -> Option<Val> {
+        self.keys
+            .iter()
+            .position(|x| *x == k)
+            .and_then(|i| self.vals.get(i).copied())
+    }
+    pub fn to_vec(&self) -> Vec<(KeyId, Val)> {
+        self.iter().map(|(k, v)| (*k, *v)).collect()
+    }
+    pub fn keys(&self) -> &'a [KeyId] {
+        self.keys
+    }
+    pub fn vals(&self) -> &'a [Val] {
+        self.vals
+    }
+}
+
+impl<'a> IntoIterator for Obj<'a> {
+    type Item = (&'a KeyId, &'a Val);
+    type IntoIter = std::iter::Zip<std::slice::Iter<'a, KeyId>, std::slice::Iter<'a, Val>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
     }
 }
 
@@ -355,7 +446,6 @@ impl LineBase {
 #[derive(Debug, Clone, Copy)]
 pub struct Mark {
     vals: usize,
-    pairs: usize,
     text: usize,
 }
 
@@ -1026,15 +1116,9 @@ impl<'a> Reader<'a> {
                         }
                     }
                 }
-                let start = store.pairs.len() as u32;
-                store
-                    .pairs
-                    .extend_from_slice(self.stack_pairs.get(base..).unwrap_or(&[]));
+                let v = store.push_obj(self.stack_pairs.get(base..).unwrap_or(&[]));
                 self.stack_pairs.truncate(base);
-                Val::Obj {
-                    start,
-                    len: store.pairs.len() as u32 - start,
-                }
+                v
             }
             Some(b'[') => {
                 self.pos += 1;
@@ -1220,7 +1304,7 @@ mod fast_path_tests {
                 let doc = format!("{{\"{key}\": 1, \"{text}\": 2, \"{key}\": 3}}");
                 let (s, v) = parse(doc.as_bytes()).unwrap();
                 assert_eq!(s.obj(v).len(), 2);
-                assert_eq!(s.key(s.obj(v)[0].0), key);
+                assert_eq!(s.key(s.obj(v).keys()[0]), key);
                 assert_eq!(s.get(v, key), Some(Val::Int(3)));
             }
         }
@@ -1282,8 +1366,8 @@ mod fast_path_tests {
                 doc.push_str(&pad);
                 let (s, v) = parse(doc.as_bytes()).unwrap();
                 assert_eq!(
-                    (&s.vals, &s.pairs, &s.text, v),
-                    (&s0.vals, &s0.pairs, &s0.text, v0)
+                    (&s.vals, &s.text, v, crate::pyfmt::py_str(&s, v)),
+                    (&s0.vals, &s0.text, v0, crate::pyfmt::py_str(&s0, v0))
                 );
             }
         }
@@ -1550,13 +1634,40 @@ mod tests {
         assert_eq!(get("e"), Val::Float(1.5));
     }
 
+    /// Objects with the same keys in the same order share one key list; members read back in
+    /// order, duplicates as Python keeps them.
+    #[test]
+    fn objects_share_key_lists() {
+        let (s, v) = parse(br#"[{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"b": 5, "a": 6}, {}, {"a": 7, "b": 8, "a": 9}, {"x": {"a": 0, "b": 0}}]"#).unwrap();
+        let l = s.list(v);
+        let text: Vec<String> = l.iter().map(|x| crate::pyfmt::py_str(&s, *x)).collect();
+        assert_eq!(
+            text,
+            [
+                "{'a': 1, 'b': 2}",
+                "{'a': 3, 'b': 4}",
+                "{'b': 5, 'a': 6}",
+                "{}",
+                "{'a': 9, 'b': 8}",
+                "{'x': {'a': 0, 'b': 0}}"
+            ]
+        );
+        // ab, ba, {}, x
+        assert_eq!(s.shapes.len(), 4);
+        assert_eq!(s.obj_len(l[2]), 2);
+        assert_eq!(s.obj_len(l[3]), 0);
+        assert_eq!(s.obj_len(l[0]), 2);
+        assert_eq!(s.obj(l[1]).get(s.find_key("b").unwrap()), Some(Val::Int(4)));
+        assert!(s.obj(Val::Int(1)).is_empty());
+    }
+
     #[test]
     fn duplicate_keys_keep_first_position_last_value() {
         let (s, v) = parse(br#"{"a": 1, "b": 2, "a": 3}"#).unwrap();
         let o = s.obj(v);
         assert_eq!(o.len(), 2);
-        assert_eq!(s.key(o[0].0), "a");
-        assert_eq!(o[0].1, Val::Int(3));
+        assert_eq!(s.key(o.keys()[0]), "a");
+        assert_eq!(o.vals()[0], Val::Int(3));
     }
 
     /// Regression: duplicate detection switches to a hash index past 32 keys (construct.json has
@@ -1573,8 +1684,8 @@ mod tests {
         assert_eq!(o.len(), 101);
         assert_eq!(s.get(v, "k5"), Some(Val::Int(-5)));
         assert_eq!(s.get(v, "k70"), Some(Val::Int(-70)));
-        assert_eq!(s.key(o[5].0), "k5");
-        assert_eq!(s.key(o[100].0), "last");
+        assert_eq!(s.key(o.keys()[5]), "k5");
+        assert_eq!(s.key(o.keys()[100]), "last");
     }
 
     #[test]
