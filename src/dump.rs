@@ -444,6 +444,18 @@ impl RankParser {
     }
 }
 
+/// An object member's value and what follows it: `more` after a ',', `last` after the '}'.
+fn member(
+    r: &mut Reader,
+    store: &mut Store,
+    depth: usize,
+    more: St,
+    last: St,
+) -> std::result::Result<(Val, St), SyntaxError> {
+    let v = r.value(store, depth)?;
+    Ok((v, if r.comma_or_close(b'}')? { more } else { last }))
+}
+
 /// Grows the arenas by an eighth before they are full (not by doubling inside a value).
 fn keep_room(st: &mut Store) {
     const MIN: usize = 1 << 12;
@@ -693,13 +705,8 @@ impl RankDump {
             if r.peek().is_none() && !eof {
                 return Ok(Step::More);
             }
-            let v = match r.value(&mut self.store, 1) {
-                Ok(v) => v,
-                Err(se) => return syn(se),
-            };
-            let next = match r.comma_or_close(b'}') {
-                Ok(true) => St::TopKey,
-                Ok(false) => St::End,
+            let (v, next) = match member(r, &mut self.store, 1, St::TopKey, St::End) {
+                Ok(x) => x,
                 Err(se) => return syn(se),
             };
             self.has_data_key = true;
@@ -717,13 +724,8 @@ impl RankDump {
             ));
             return Ok(Step::Next(next));
         }
-        let v = match r.value(&mut self.store, 1) {
-            Ok(v) => v,
-            Err(se) => return syn(se),
-        };
-        let next = match r.comma_or_close(b'}') {
-            Ok(true) => St::TopKey,
-            Ok(false) => St::End,
+        let (v, next) = match member(r, &mut self.store, 1, St::TopKey, St::End) {
+            Ok(x) => x,
             Err(se) => return syn(se),
         };
         let as_s = |v: Val, store: &Store| match v {
@@ -771,13 +773,8 @@ impl RankDump {
         }
         r.skip_ws();
         let at = r.pos;
-        let value = match r.value(&mut self.store, 2) {
-            Ok(v) => v,
-            Err(se) => return syn(se),
-        };
-        let next = match r.comma_or_close(b'}') {
-            Ok(true) => St::DataKey,
-            Ok(false) => St::TopAfter,
+        let (value, next) = match member(r, &mut self.store, 2, St::DataKey, St::TopAfter) {
+            Ok(x) => x,
             Err(se) => return syn(se),
         };
         let overflow = crate::overflow::entry_scene(&self.store, name, value);

@@ -236,6 +236,25 @@ impl NodeIndex {
     }
 }
 
+impl Node {
+    /// A node without links or data.
+    pub fn new(name: String, op: NodeOp) -> Node {
+        Node {
+            name,
+            op,
+            parent: None,
+            children: Vec::new(),
+            entry: None,
+            stack: Stack::Empty,
+            micro_step: None,
+            precision: None,
+            overflow: None,
+            partner: None,
+            modified: false,
+        }
+    }
+}
+
 /// One rank's graph.
 #[derive(Debug, Clone)]
 pub struct Graph {
@@ -308,19 +327,7 @@ impl Graph {
 
     fn add(&mut self, name: String, op: NodeOp, parent: Option<NodeId>) -> NodeId {
         let id = self.nodes.len() as NodeId;
-        self.nodes.push(Node {
-            name,
-            op,
-            parent: None,
-            children: Vec::new(),
-            entry: None,
-            stack: Stack::Empty,
-            micro_step: None,
-            precision: None,
-            overflow: None,
-            partner: None,
-            modified: false,
-        });
+        self.nodes.push(Node::new(name, op));
         self.index.insert(&self.nodes, id);
         self.add_upnode(id, parent);
         id
@@ -1001,19 +1008,7 @@ mod tests {
     use super::*;
 
     fn node(name: &str) -> Node {
-        Node {
-            name: name.to_string(),
-            op: NodeOp::Module,
-            parent: None,
-            children: Vec::new(),
-            entry: None,
-            stack: Stack::Empty,
-            micro_step: None,
-            precision: None,
-            overflow: None,
-            partner: None,
-            modified: false,
-        }
+        Node::new(name.to_string(), NodeOp::Module)
     }
 
     /// The index against a HashMap model: inserts, replacements, removals (backward shift

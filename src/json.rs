@@ -806,6 +806,26 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Reads a run of digits into `mant` (wrapping: exact while it has at most 19 significant
+    /// digits), eight at a time when it can.
+    fn digits_into(&mut self, mant: &mut u64) {
+        let buf = self.buf;
+        while let Some(w) = eight_digits_at(buf, self.pos) {
+            *mant = mant
+                .wrapping_mul(100_000_000)
+                .wrapping_add(eight_digits_value(w));
+            self.pos += 8;
+        }
+        while let Some(d) = buf
+            .get(self.pos)
+            .map(|b| b.wrapping_sub(b'0'))
+            .filter(|d| *d < 10)
+        {
+            *mant = mant.wrapping_mul(10).wrapping_add(u64::from(d));
+            self.pos += 1;
+        }
+    }
+
     #[inline(always)]
     fn number(&mut self, store: &mut Store) -> Result<Val, Box<SyntaxError>> {
         let start = self.pos;
@@ -821,20 +841,7 @@ impl<'a> Reader<'a> {
         // can; it is exact while there are at most 19 significant digits.
         let mut mant: u64 = 0;
         let digits_start = self.pos;
-        while let Some(w) = eight_digits_at(buf, self.pos) {
-            mant = mant
-                .wrapping_mul(100_000_000)
-                .wrapping_add(eight_digits_value(w));
-            self.pos += 8;
-        }
-        while let Some(d) = buf
-            .get(self.pos)
-            .map(|b| b.wrapping_sub(b'0'))
-            .filter(|d| *d < 10)
-        {
-            mant = mant.wrapping_mul(10).wrapping_add(u64::from(d));
-            self.pos += 1;
-        }
+        self.digits_into(&mut mant);
         let int_digits = self.pos - digits_start;
         if int_digits == 0 {
             return Ok(self.err("invalid number")?);
@@ -860,20 +867,7 @@ impl<'a> Reader<'a> {
             } else {
                 0
             };
-            while let Some(w) = eight_digits_at(buf, self.pos) {
-                mant = mant
-                    .wrapping_mul(100_000_000)
-                    .wrapping_add(eight_digits_value(w));
-                self.pos += 8;
-            }
-            while let Some(d) = buf
-                .get(self.pos)
-                .map(|b| b.wrapping_sub(b'0'))
-                .filter(|d| *d < 10)
-            {
-                mant = mant.wrapping_mul(10).wrapping_add(u64::from(d));
-                self.pos += 1;
-            }
+            self.digits_into(&mut mant);
             frac_digits = self.pos - s;
             if frac_digits == 0 {
                 return Ok(self.err("invalid number (no digits after '.')")?);

@@ -8,7 +8,7 @@
 use probelens::compare::ItemResult;
 use probelens::error::{Error, Result};
 use probelens::export::{self, GraphExport, NodeRow, StackRow};
-use probelens::items::{k, Py};
+use probelens::items::Py;
 use probelens::run::{self, Files, RunOptions};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -162,16 +162,8 @@ fn is_zero_or_na(store: &probelens::json::Store, v: &Py) -> bool {
 
 #[test]
 fn a_dump_compared_with_itself_is_all_pass() {
-    let diff_keys = [
-        k::MAX_DIFF,
-        k::MIN_DIFF,
-        k::MEAN_DIFF,
-        k::NORM_DIFF,
-        k::MAX_REL,
-        k::MIN_REL,
-        k::MEAN_REL,
-        k::NORM_REL,
-    ];
+    // The eight diff and relative-error columns.
+    let diff_keys = &probelens::compare::STAT_COLUMNS[..8];
     for root in roots() {
         let f = MemFiles::load(&root, 0);
         let plan = run::plan(&f, Some(&f)).unwrap();

@@ -4,7 +4,7 @@
 //! the expected outcome for bad bytes.
 
 use probelens::compare::{compare, compare_mode, CompareOptions};
-use probelens::dump::{FileNames, RankDump};
+use probelens::dump::{FileNames, RankDump, RankParser};
 use probelens::graph::Graph;
 use probelens::items::Mode;
 use probelens::mapping::{api_mapping, LayerMapping};
@@ -49,13 +49,57 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
     gn.apply_overflow(npu);
 }
 
+/// What a parsed rank folder holds, comparably (or the error's text).
+fn summary(r: &probelens::Result<RankDump>) -> String {
+    let d = match r {
+        Err(e) => return format!("error: {e}"),
+        Ok(d) => d,
+    };
+    let mut s = format!(
+        "{:?} {:?} {:?} {:?} {:?} {} {} {} {:?}\n",
+        d.task,
+        d.level,
+        d.framework_key,
+        d.framework,
+        d.dump_data_dir,
+        d.has_data_key,
+        d.data_is_object,
+        d.has_md5,
+        d.diagnostics
+    );
+    for e in &d.entries {
+        s.push_str(&format!(
+            "{} {:?} {}\n",
+            d.entry_name(e),
+            e.overflow,
+            probelens::pyfmt::py_str(&d.store, e.value)
+        ));
+    }
+    s.push_str(&format!("{:?}", d.construct_iter().collect::<Vec<_>>()));
+    s
+}
+
 /// One input split at its first two NUL bytes into dump.json, construct.json and stack.json.
 pub fn dump_parse(data: &[u8]) {
     let mut parts = data.splitn(3, |b| *b == 0);
     let dump = parts.next().unwrap_or(&[]);
     let construct = parts.next().unwrap_or(BASE_CONSTRUCT);
     let stack = parts.next().unwrap_or(BASE_STACK);
-    let Ok(npu) = RankDump::parse(names(), dump, construct, stack) else {
+    let whole = RankDump::parse(names(), dump, construct, stack);
+    // dump.json fed in chunks (as the CLI and the page read it) must give the same result.
+    let n = 1 + dump.first().map_or(0, |b| *b as usize % 61);
+    let chunked = (|| {
+        let mut p = RankParser::new(names(), dump.len() as u64, stack.len() as u64)?;
+        p.construct(construct);
+        for c in dump.chunks(n) {
+            p.dump_chunk(c)?;
+        }
+        p.dump_end()?;
+        p.stack(stack)?;
+        Ok(p.finish())
+    })();
+    assert_eq!(summary(&whole), summary(&chunked), "{n}-byte chunks");
+    let Ok(npu) = whole else {
         return;
     };
     let Ok(bench) = RankDump::parse(names(), BASE_DUMP, BASE_CONSTRUCT, BASE_STACK) else {
@@ -93,7 +137,7 @@ pub fn mapping(data: &[u8]) {
     ) else {
         return;
     };
-    let _ = api_mapping(&npu, &bench, &lm);
+    let _ = api_mapping(&npu, &bench, &lm, None);
     let (Ok(mut gn), Ok(mut gb)) = (Graph::build(&npu), Graph::build(&bench)) else {
         return;
     };
