@@ -626,6 +626,7 @@ impl<'a> Reader<'a> {
     }
 
     /// After a value: true if a ',' followed (and was consumed), false at the closing `close`.
+    #[inline]
     pub fn comma_or_close(&mut self, close: u8) -> R<bool> {
         match self.peek() {
             Some(b',') => {
@@ -1096,17 +1097,8 @@ impl<'a> Reader<'a> {
                         } else if let Some(m) = &mut seen {
                             m.insert(k, n);
                         }
-                        match self.peek() {
-                            Some(b',') => self.pos += 1,
-                            Some(b'}') => {
-                                self.pos += 1;
-                                break;
-                            }
-                            // The error, as `comma_or_close` words it.
-                            _ => {
-                                self.comma_or_close(b'}')?;
-                                break;
-                            }
+                        if !self.comma_or_close(b'}')? {
+                            break;
                         }
                     }
                 }
@@ -1122,17 +1114,8 @@ impl<'a> Reader<'a> {
                 } else {
                     loop {
                         self.push_child(store, depth + 1, None)?;
-                        match self.peek() {
-                            Some(b',') => self.pos += 1,
-                            Some(b']') => {
-                                self.pos += 1;
-                                break;
-                            }
-                            // The error, as `comma_or_close` words it.
-                            _ => {
-                                self.comma_or_close(b']')?;
-                                break;
-                            }
+                        if !self.comma_or_close(b']')? {
+                            break;
                         }
                     }
                 }

@@ -4,8 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use probelens::dump::{FileNames, RankDump, RankParser};
-use probelens::pyfmt::py_str;
+// The fuzz bodies' comparable summary and chunked parse (the fuzzer checks the same property).
+#[allow(dead_code)]
+#[path = "../fuzz/src/lib.rs"]
+mod bodies;
+
+use bodies::{parse_chunked as chunked, summary};
+use probelens::dump::{FileNames, RankDump};
 use std::path::{Path, PathBuf};
 
 fn dumps(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -21,62 +26,6 @@ fn dumps(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(p);
         }
     }
-}
-
-/// Everything later stages read from a parsed rank, in a comparable form.
-fn summary(r: &probelens::Result<RankDump>) -> String {
-    let d = match r {
-        Err(e) => return format!("error: {e}"),
-        Ok(d) => d,
-    };
-    let mut s = format!(
-        "task {:?} level {:?} fw {:?}/{:?} dir {:?} data {} {} md5 {} micro {:?}\n",
-        d.task,
-        d.level,
-        d.framework_key,
-        d.framework,
-        d.dump_data_dir,
-        d.has_data_key,
-        d.data_is_object,
-        d.has_md5,
-        d.micro_step_number
-    );
-    for (i, e) in d.entries.iter().enumerate() {
-        assert_eq!(d.entry_id(d.entry_name(e)), Some(i as u32));
-        s.push_str(&format!(
-            "{} {:?} {}\n",
-            d.entry_name(e),
-            e.overflow,
-            py_str(&d.store, e.value)
-        ));
-    }
-    s.push_str(&format!("{:?}\n", d.construct_iter().collect::<Vec<_>>()));
-    let mut stack: Vec<_> = d
-        .stack_by_name
-        .iter()
-        .map(|(k, v)| format!("{k}={}", py_str(&d.store, *v)))
-        .collect();
-    stack.sort();
-    s.push_str(&stack.join("\n"));
-    s.push_str(&format!("\n{:?}", d.diagnostics));
-    s
-}
-
-fn chunked(
-    names: FileNames,
-    dump: &[u8],
-    construct: &[u8],
-    stack: &[u8],
-    n: usize,
-) -> probelens::Result<RankDump> {
-    let mut p = RankParser::new(names, dump.len() as u64, stack.len() as u64)?;
-    p.construct(construct);
-    for c in dump.chunks(n) {
-        p.dump_chunk(c)?;
-    }
-    p.dump_end()?;
-    p.stack(stack)?;
-    Ok(p.finish())
 }
 
 fn check(dump: &[u8], construct: &[u8], stack: &[u8], what: &str) -> usize {

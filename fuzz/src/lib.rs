@@ -49,14 +49,15 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
     gn.apply_overflow(npu);
 }
 
-/// What a parsed rank folder holds, comparably (or the error's text).
-fn summary(r: &probelens::Result<RankDump>) -> String {
+/// Everything later stages read from a parsed rank folder, comparably (or the error's text).
+/// Also used by `tests/streaming.rs`.
+pub fn summary(r: &probelens::Result<RankDump>) -> String {
     let d = match r {
         Err(e) => return format!("error: {e}"),
         Ok(d) => d,
     };
     let mut s = format!(
-        "{:?} {:?} {:?} {:?} {:?} {} {} {} {:?}\n",
+        "task {:?} level {:?} fw {:?}/{:?} dir {:?} data {} {} md5 {} micro {:?}\n",
         d.task,
         d.level,
         d.framework_key,
@@ -65,18 +66,46 @@ fn summary(r: &probelens::Result<RankDump>) -> String {
         d.has_data_key,
         d.data_is_object,
         d.has_md5,
-        d.diagnostics
+        d.micro_step_number
     );
-    for e in &d.entries {
+    for (i, e) in d.entries.iter().enumerate() {
+        let name = d.entry_name(e);
+        // The name finds its entry.
+        let found = d.entry_id(name) == Some(i as u32);
         s.push_str(&format!(
-            "{} {:?} {}\n",
-            d.entry_name(e),
+            "{name} {found} {:?} {}\n",
             e.overflow,
             probelens::pyfmt::py_str(&d.store, e.value)
         ));
     }
-    s.push_str(&format!("{:?}", d.construct_iter().collect::<Vec<_>>()));
+    s.push_str(&format!("{:?}\n", d.construct_iter().collect::<Vec<_>>()));
+    let mut stack: Vec<_> = d
+        .stack_by_name
+        .iter()
+        .map(|(k, v)| format!("{k}={}", probelens::pyfmt::py_str(&d.store, *v)))
+        .collect();
+    stack.sort();
+    s.push_str(&stack.join("\n"));
+    s.push_str(&format!("\n{:?}", d.diagnostics));
     s
+}
+
+/// A rank folder parsed as the CLI and the page do: dump.json fed in `n`-byte chunks.
+pub fn parse_chunked(
+    names: FileNames,
+    dump: &[u8],
+    construct: &[u8],
+    stack: &[u8],
+    n: usize,
+) -> probelens::Result<RankDump> {
+    let mut p = RankParser::new(names, dump.len() as u64, stack.len() as u64)?;
+    p.construct(construct);
+    for c in dump.chunks(n.max(1)) {
+        p.dump_chunk(c)?;
+    }
+    p.dump_end()?;
+    p.stack(stack)?;
+    Ok(p.finish())
 }
 
 /// One input split at its first two NUL bytes into dump.json, construct.json and stack.json.
@@ -88,16 +117,7 @@ pub fn dump_parse(data: &[u8]) {
     let whole = RankDump::parse(names(), dump, construct, stack);
     // dump.json fed in chunks (as the CLI and the page read it) must give the same result.
     let n = 1 + dump.first().map_or(0, |b| *b as usize % 61);
-    let chunked = (|| {
-        let mut p = RankParser::new(names(), dump.len() as u64, stack.len() as u64)?;
-        p.construct(construct);
-        for c in dump.chunks(n) {
-            p.dump_chunk(c)?;
-        }
-        p.dump_end()?;
-        p.stack(stack)?;
-        Ok(p.finish())
-    })();
+    let chunked = parse_chunked(names(), dump, construct, stack, n);
     assert_eq!(summary(&whole), summary(&chunked), "{n}-byte chunks");
     let Ok(npu) = whole else {
         return;
