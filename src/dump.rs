@@ -444,6 +444,16 @@ impl RankParser {
     }
 }
 
+/// A rank's interned names would pass 4 GiB (their ids and offsets are 32-bit).
+fn names_full(file: &str) -> Error {
+    Error::new(
+        ErrorKind::Limit,
+        file,
+        Place::None,
+        "more names than probelens can hold (4 GiB of names)",
+    )
+}
+
 /// An object member's value and what follows it: `more` after a ',', `last` after the '}'.
 fn member(
     r: &mut Reader,
@@ -780,12 +790,7 @@ impl RankDump {
         let overflow = crate::overflow::entry_scene(&self.store, name, value);
         let outcome = self.validate_entry(name, value, src, at);
         let Some(id) = self.node_names.intern(name) else {
-            return Err(Error::new(
-                ErrorKind::Limit,
-                f,
-                Place::None,
-                "more names than probelens can hold (4 GiB of names)",
-            ));
+            return Err(names_full(f));
         };
         if self.entry_pos.len() <= id.0 as usize {
             self.entry_pos.resize(id.0 as usize + 1, u32::MAX);
@@ -888,14 +893,7 @@ impl RankDump {
         let f = self.names.construct.clone();
         let f = f.as_str();
         let syn = |se: SyntaxError| syntax(f, buf, se);
-        let too_many = || {
-            Error::new(
-                ErrorKind::Limit,
-                f,
-                Place::None,
-                "more names than probelens can hold (4 GiB of names)",
-            )
-        };
+        let too_many = || names_full(f);
         let mut r = Reader::new(buf);
         let mut scratch = Store::default();
         if r.peek() != Some(b'{') {

@@ -204,7 +204,6 @@ impl Store {
         }
         let list: Box<[KeyId]> = keys.collect();
         if let Some(&id) = self.shape_ids.get(&list) {
-            // Move it last for the next object.
             return id;
         }
         let id = self.shapes.len() as u32;
@@ -213,10 +212,6 @@ impl Store {
         self.shape_keys.extend_from_slice(&list);
         self.shape_ids.insert(list, id);
         id
-    }
-    /// An object from members read onto a stack (the reader's).
-    pub(crate) fn push_obj(&mut self, members: &[(KeyId, Val)]) -> Val {
-        self.new_obj(members)
     }
     /// How many members object `v` has (0 if not an object).
     pub fn obj_len(&self, v: Val) -> usize {
@@ -1102,7 +1097,7 @@ impl<'a> Reader<'a> {
                         }
                     }
                 }
-                let v = store.push_obj(self.stack_pairs.get(base..).unwrap_or(&[]));
+                let v = store.new_obj(self.stack_pairs.get(base..).unwrap_or(&[]));
                 self.stack_pairs.truncate(base);
                 v
             }

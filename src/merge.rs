@@ -17,7 +17,7 @@
 use crate::compare::{compare, compare_mode, CompareOptions};
 use crate::dump::RankDump;
 use crate::error::{Error, Result};
-use crate::graph::{Graph, NodeId, NodeOp, Stack, ROOT};
+use crate::graph::{Graph, Node, NodeId, NodeOp, Stack, ROOT};
 use crate::items::{k, Item, ItemMap, Mode, Num, Py};
 use crate::json::{Store, Val};
 use crate::pyfmt::float_repr;
@@ -572,18 +572,9 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         }
         let all_name = format!("{ABM_ALL}.{counter}");
         counter += 1;
-        let mut all = main.graph.nodes[c as usize].clone();
-        all.name = all_name.clone();
-        all.op = NodeOp::ApiCollection;
+        let mut all = Node::new(all_name, NodeOp::ApiCollection);
         all.parent = Some(ROOT);
         all.children = vec![c];
-        all.entry = None;
-        all.stack = Stack::Empty;
-        all.micro_step = None;
-        all.precision = None;
-        all.overflow = None;
-        all.partner = None;
-        all.modified = false;
         let all_id = main.graph.nodes.len() as NodeId;
         main.graph.nodes.push(all);
         main.graph.index_insert(all_id);
@@ -661,6 +652,24 @@ fn adopt_plain(
     top
 }
 
+/// Node `id` of another rank copied for the main graph: without links, entry or verdict (its
+/// items go to `io_override`), its stack value moved into the main store.
+fn node_copy(o: &RankGraph, id: NodeId, to: &mut Store, parent: Option<NodeId>) -> Node {
+    let src = &o.graph.nodes[id as usize];
+    let mut n = src.clone();
+    n.parent = parent;
+    n.children = Vec::new();
+    n.entry = None;
+    n.partner = None;
+    n.precision = None;
+    n.modified = false;
+    n.stack = match src.stack {
+        Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, to)),
+        s => s,
+    };
+    n
+}
+
 fn adopt_plain_one(
     main: &mut RankGraph,
     o: &RankGraph,
@@ -668,18 +677,7 @@ fn adopt_plain_one(
     parent: NodeId,
     depth: usize,
 ) -> NodeId {
-    let src = &o.graph.nodes[id as usize];
-    let mut n = src.clone();
-    n.parent = Some(parent);
-    n.children = Vec::new();
-    n.entry = None;
-    n.partner = None;
-    n.precision = None;
-    n.modified = false;
-    n.stack = match src.stack {
-        Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut main.dump.store)),
-        s => s,
-    };
+    let n = node_copy(o, id, &mut main.dump.store, Some(parent));
     let (input, output) = o.graph.io(&o.dump, id);
     let conv = |m: ItemMap, store: &mut Store| -> ItemMap {
         m.into_iter()
@@ -750,18 +748,8 @@ fn adopt_one(
         }
         (None, _) => old.clone(),
     };
-    let mut n = src.clone();
+    let mut n = node_copy(o, id, &mut main.dump.store, parent);
     n.name = new_name.clone();
-    n.parent = parent;
-    n.children = Vec::new();
-    n.entry = None;
-    n.partner = None;
-    n.precision = None;
-    n.modified = false;
-    n.stack = match src.stack {
-        Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut main.dump.store)),
-        s => s,
-    };
     let (input, output) = o.graph.io(&o.dump, id);
     let rename = depth == 1;
     let mut conv = |m: ItemMap| -> ItemMap {
@@ -1738,20 +1726,8 @@ impl Tp<'_> {
             None => 0,
         };
         let name = format!("{orig}%{position}%{rank}");
-        let o = &self.others[r];
-        let src = &o.graph.nodes[oid as usize];
-        let mut n = src.clone();
+        let mut n = node_copy(&self.others[r], oid, &mut self.main.dump.store, parent);
         n.name = name.clone();
-        n.parent = parent;
-        n.children = Vec::new();
-        n.entry = None;
-        n.partner = None;
-        n.precision = None;
-        n.modified = false;
-        n.stack = match src.stack {
-            Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut self.main.dump.store)),
-            s => s,
-        };
         let io = self.other_items(r, oid);
         let nid = self.main.graph.nodes.len() as NodeId;
         self.main.graph.nodes.push(n);

@@ -428,7 +428,36 @@ struct RunOpts {
     merged_rank: Option<i64>,
 }
 
+impl RunOpts {
+    fn run_options(&self, layer_mapping: Option<LayerMapping>) -> RunOptions {
+        RunOptions {
+            layer_mapping,
+            fuzzy: self.fuzzy,
+            overflow_check: self.overflow_check,
+            layout_aware: self.layout_aware,
+            // One worker thread: independent steps run one after the other.
+            join: None,
+        }
+    }
+}
+
 impl Session {
+    /// The parsed rank folders of a pair (each parsed once, here or by `check`, then reused).
+    fn pair_dumps(
+        &mut self,
+        pair: &run::PairPlan,
+    ) -> std::result::Result<(Arc<RankDump>, Option<Arc<RankDump>>), JsValue> {
+        let nd = self
+            .npu
+            .rank(&pair.npu_dir)
+            .map_err(|e| side_err("npu", &e))?;
+        let bd = match &pair.bench_dir {
+            Some(d) => Some(self.bench.rank(d).map_err(|e| side_err("bench", &e))?),
+            None => None,
+        };
+        Ok((nd, bd))
+    }
+
     fn export(
         &self,
         current_yaml: &str,
@@ -468,14 +497,7 @@ impl Session {
             order: o.order.clone(),
         };
         let compare = !self.bench.is_empty();
-        let opts = RunOptions {
-            layer_mapping,
-            fuzzy: o.fuzzy,
-            overflow_check: o.overflow_check,
-            layout_aware: o.layout_aware,
-            // One worker thread: independent steps run one after the other.
-            join: None,
-        };
+        let opts = o.run_options(layer_mapping);
         let params = merge::load_params(&given, compare)
             .map_err(|m| js_err(Error::input("--rank_size", m)))?
             .unwrap_or_default();
@@ -489,14 +511,7 @@ impl Session {
                 .find(|p| p.step == o.step)
                 .ok_or_else(|| js_err(format!("step {} is not in the loaded dumps", o.step)))?
                 .clone();
-            let nd = self
-                .npu
-                .rank(&pair.npu_dir)
-                .map_err(|e| side_err("npu", &e))?;
-            let bd = match &pair.bench_dir {
-                Some(d) => Some(self.bench.rank(d).map_err(|e| side_err("bench", &e))?),
-                None => None,
-            };
+            let (nd, bd) = self.pair_dumps(&pair)?;
             let mut res = run::run_pair_shared_parallel_checkers(nd, bd, &opts).map_err(js_err)?;
             let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
                 npu: &self.npu,
@@ -868,24 +883,10 @@ impl Session {
                 ))
             })?
             .clone();
-        // Each rank folder is parsed once (here or by `check`) and then reused: a re-run of the
-        // same pair (another mapping from the editor, other options) parses nothing.
-        let nd = self
-            .npu
-            .rank(&pair.npu_dir)
-            .map_err(|e| side_err("npu", &e))?;
-        let bd = match &pair.bench_dir {
-            Some(d) => Some(self.bench.rank(d).map_err(|e| side_err("bench", &e))?),
-            None => None,
-        };
-        let opts = RunOptions {
-            layer_mapping,
-            fuzzy: o.fuzzy,
-            overflow_check: o.overflow_check,
-            layout_aware: o.layout_aware,
-            // One worker thread: independent steps run one after the other.
-            join: None,
-        };
+        // A re-run of the same pair (another mapping from the editor, other options) parses
+        // nothing.
+        let (nd, bd) = self.pair_dumps(&pair)?;
+        let opts = o.run_options(layer_mapping);
         // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
         let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
             npu: &self.npu,
