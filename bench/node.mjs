@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+// WASM-under-Node part of `npm run bench` (issue #7: "the same pipeline in WASM under Node"):
+//   node bench/node.mjs NPU_DIR BENCH_DIR MAPPING
+// Loads the page's own core (www/pkg, `npm run build:wasm` first) into Node with `initSync`, registers
+// the two folders' files the way the page's worker does (construct.json / stack.json copied in,
+// dump.json as a lazy file read in slices through the session's reader, here `fs.readSync`), and
+// times, as medians of BENCH_RUNS fresh sessions: the NPU side's parse (`check`), the Bench side's
+// parse, the `run` (graphs, layer mapping, match, compare, the answer's JSON), and the answer's
+// `JSON.parse`; the wasm memory after the run. One thread, as in the page's worker.
+// Prints Markdown on stdout. Not a test.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const [npuDir, benchDir, mappingPath] = process.argv.slice(2);
+if (!npuDir || !benchDir || !mappingPath) {
+  console.error('usage: node bench/node.mjs NPU_DIR BENCH_DIR MAPPING');
+  process.exit(2);
+}
+const runs = Number(process.env.BENCH_RUNS ?? 3);
+const pkg = process.env.BENCH_PKG ?? path.join(ROOT, 'www', 'pkg');
+if (!fs.existsSync(path.join(pkg, 'probelens_bg.wasm'))) {
+  console.error('bench/node.mjs: www/pkg/probelens_bg.wasm is missing: run `npm run build:wasm`');
+  process.exit(2);
+}
+const { initSync, Session } = await import(path.join(pkg, 'probelens.js'));
+const exp = initSync({ module: fs.readFileSync(path.join(pkg, 'probelens_bg.wasm')) });
+const memory = /** @type {WebAssembly.Memory} */ (exp.memory);
+
+/** Every file under `dir`, as paths relative to it. */
+const listFiles = (dir) => fs.readdirSync(dir, { recursive: true })
+  .map(String)
+  .filter((f) => fs.statSync(path.join(dir, f)).isFile());
+const sides = { npu: npuDir, bench: benchDir };
+const inputBytes = Object.values(sides)
+  .flatMap((d) => listFiles(d).map((f) => fs.statSync(path.join(d, f)).size))
+  .reduce((a, b) => a + b, 0);
+const mapping = fs.readFileSync(mappingPath, 'utf8');
+
+/** A session with both folders registered as the worker registers them. */
+function session() {
+  const s = new Session();
+  const fds = new Map();
+  s.setFileReader((side, rel, offset, length) => {
+    const file = path.join(sides[side], rel);
+    let fd = fds.get(file);
+    if (fd === undefined) fds.set(file, (fd = fs.openSync(file, 'r')));
+    const size = fs.fstatSync(fd).size;
+    const start = offset ?? 0;
+    const end = offset === undefined ? size : Math.min(size, start + (length ?? size - start));
+    const buf = new Uint8Array(end - start);
+    let got = 0;
+    while (got < buf.length) got += fs.readSync(fd, buf, got, buf.length - got, start + got);
+    return buf;
+  });
+  for (const [side, dir] of Object.entries(sides)) {
+    s.setRootName(side, path.basename(dir));
+    for (const rel of listFiles(dir)) {
+      const file = path.join(dir, rel);
+      // As the worker: dump.json (and tensors) stay outside, the rest is copied in.
+      if (/(^|\/)dump\.json$/.test(rel) || rel.includes('dump_tensor_data')) s.addLazyFile(side, rel, fs.statSync(file).size);
+      else s.addFile(side, rel, fs.readFileSync(file));
+    }
+  }
+  return { s, close: () => fds.forEach((fd) => fs.closeSync(fd)) };
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const samples = [];
+let nodes = 0;
+let matched = 0;
+for (let k = 0; k < runs; k++) {
+  const { s, close } = session();
+  const t0 = performance.now();
+  s.check('npu');
+  const t1 = performance.now();
+  s.check('bench');
+  const t2 = performance.now();
+  const layout = JSON.parse(s.layout());
+  const opts = { step: layout.npu.steps[0], rank: layout.npu.ranks[0], layerMapping: mapping, layerMappingName: path.basename(mappingPath) };
+  const text = s.run(JSON.stringify(opts));
+  const t3 = performance.now();
+  const answer = JSON.parse(text);
+  const t4 = performance.now();
+  nodes = answer.npu.names.length;
+  matched = answer.npu.matched.filter((m) => m >= 0).length;
+  samples.push({ npu: t1 - t0, bench: t2 - t1, run: t3 - t2, parseAnswer: t4 - t3, total: t4 - t0, answerBytes: text.length, wasm: memory.buffer.byteLength });
+  s.free();
+  close();
+}
+const col = (k) => median(samples.map((x) => x[k]));
+const all = (k, f) => samples.map((x) => f(x[k])).join(', ');
+const sec = (ms) => `${(ms / 1000).toFixed(2)} s`;
+const mb = (b) => `${(b / 1e6).toFixed(0)} MB`;
+console.log(`WASM under Node ${process.version} (the page's core, www/pkg, one thread), median of ${runs} fresh session(s); input ${mb(inputBytes)}, NPU graph ${nodes} nodes, ${matched} matched.`);
+console.log('');
+console.log('| measure | median | runs |');
+console.log('| --- | --- | --- |');
+console.log(`| end to end (both parses + run + JSON.parse of the answer) | ${sec(col('total'))} | ${all('total', sec)} |`);
+console.log(`| parse NPU folder (\`check\`) | ${sec(col('npu'))} | ${all('npu', sec)} |`);
+console.log(`| parse Bench folder (\`check\`) | ${sec(col('bench'))} | ${all('bench', sec)} |`);
+console.log(`| \`run\`: graphs, layer mapping, match, compare, answer JSON | ${sec(col('run'))} | ${all('run', sec)} |`);
+console.log(`| JSON.parse of the answer (${mb(col('answerBytes'))}) | ${sec(col('parseAnswer'))} | ${all('parseAnswer', sec)} |`);
+console.log(`| wasm memory after the run | ${mb(col('wasm'))} (${(col('wasm') / inputBytes).toFixed(2)}x input) | ${all('wasm', mb)} |`);
