@@ -11,7 +11,6 @@ use crate::graph::{Graph, NodeId, NodeOp, Precision, ROOT};
 use crate::items::{k, Item, ItemMap, Mode, Num, Py, State};
 use crate::json::{KeyId, Store};
 use crate::mapping::{api_mapping, LayerMapping};
-use crate::pyfmt::float_repr;
 use crate::HashMap;
 use std::collections::VecDeque;
 
@@ -117,6 +116,7 @@ impl Cell {
             Py::I(i) => Cell::I(i),
             Py::B(b) => Cell::B(b),
             Py::V(v) => Cell::V(Box::new(v)),
+            Py::Pct(f) => Cell::Pct(f),
             Py::Lit(s) => match LITERALS.iter().find(|l| **l == s) {
                 Some(l) => Cell::Lit(l),
                 None => Cell::S(Box::new(s.to_string())),
@@ -258,7 +258,7 @@ pub fn compare(
     mode: Mode,
     opts: &CompareOptions,
 ) -> Comparison {
-    let mut mapping: Option<HashMap<String, String>> = None;
+    let mut mapping: Option<HashMap<&str, &str>> = None;
     let mut diagnostics = Vec::new();
     if let Some(lm) = &opts.layer_mapping {
         match api_mapping(dn, db, lm, opts.join) {
@@ -294,7 +294,7 @@ pub fn compare(
             cx.fuzzy_one(n);
         } else if let Some(m) = &mapping {
             let name = &cx.gn.nodes[n as usize].name;
-            let target = m.get(name).map(String::as_str).unwrap_or(name);
+            let target = m.get(name.as_str()).copied().unwrap_or(name);
             if let Some(b) = cx.gb.get(target) {
                 cx.link(n, b);
                 cx.compare_pair(n, b);
@@ -1106,7 +1106,7 @@ fn rela_diff(n: &Py, sn: &Store, b: &Py, sb: &Store) -> (Py, Py) {
             (Num::Int(p), Num::Int(q)) => p as f64 / q as f64,
             _ => diff.as_f64() / y.as_f64(),
         };
-        Py::S(format!("{}%", float_repr((q * 100.0).abs())))
+        Py::Pct((q * 100.0).abs())
     } else {
         Py::Lit("N/A")
     };
@@ -1122,6 +1122,10 @@ fn rela_diff(n: &Py, sn: &Store, b: &Py, sb: &Store) -> (Py, Py) {
 
 /// `str2float`: '23.4%' -> 0.234; anything unparsable -> 0.
 pub(crate) fn str2float(p: &Py, store: &Store) -> f64 {
+    // The number the text `float_repr(f)%` would parse back to.
+    if let Py::Pct(f) = p {
+        return f / 100.0;
+    }
     match p.as_str(store) {
         Some(s) => parse_py_float(s.trim_matches('%'))
             .map(|f| f / 100.0)
@@ -1182,7 +1186,10 @@ fn min_or_max(rows: &[&Row], is_min: bool, store: &Store) -> f64 {
         if v.is_none() {
             continue;
         }
-        let val = if let Some(s) = v.as_str(store) {
+        let val = if let Py::Pct(_) = v {
+            // A str ending in '%'.
+            str2float(v, store)
+        } else if let Some(s) = v.as_str(store) {
             if s == "Nan" || s == "N/A" {
                 continue;
             }
@@ -1534,6 +1541,18 @@ mod tests {
         }
         assert!(matches!(Cell::from_py(Py::S("0.5%".into())), Cell::Pct(_)));
         assert!(matches!(Cell::from_py(Py::S("0.50%".into())), Cell::S(_)));
+        // rela_diff's percentage keeps its number, and gives the same text back.
+        let st = Store::default();
+        let (_, p) = rela_diff(&Py::F(1.0), &st, &Py::F(3.0), &st);
+        assert_eq!(p.to_py_str(&st), "66.66666666666666%");
+        // The checkers read the number the text would give.
+        assert_eq!(str2float(&p, &st), str2float(&Py::S(p.to_py_str(&st)), &st));
+        let c = Cell::from_py(p);
+        assert!(
+            matches!(c, Cell::Pct(f) if f == (2.0f64 / 3.0 * 100.0)),
+            "{c:?}"
+        );
+        assert_eq!(c.to_py().as_str(&st), Some("66.66666666666666%"));
         assert_eq!(std::mem::size_of::<Cell>(), 16);
     }
 

@@ -1358,11 +1358,20 @@ impl RankDump {
     }
 
     fn construct_at(&self, name: &str) -> Option<usize> {
-        let id = self.node_names.get(name)?;
+        self.construct_at_id(self.node_names.get(name)?)
+    }
+
+    fn construct_at_id(&self, id: NameId) -> Option<usize> {
         match self.construct_pos.get(id.0 as usize) {
             Some(&p) if p != u32::MAX => Some(p as usize),
             _ => None,
         }
+    }
+
+    /// [`RankDump::construct_parent`] of an entry (its name is interned: no lookup by text).
+    pub fn entry_construct_parent(&self, e: &Entry) -> Option<Option<&str>> {
+        let (_, p) = self.construct.get(self.construct_at_id(e.name)?)?;
+        Some(p.map(|p| self.node_names.str(p)))
     }
 
     /// The parent construct.json gives `name`: None if `name` is not a key, Some(None) for a

@@ -116,6 +116,11 @@ pub enum Py {
     /// A value straight from the dump (no copy).
     V(Val),
     S(String),
+    /// A relative error as compare's `get_rela_diff_summary_mode` makes it: the str
+    /// `f"{abs(x) * 100}%"`, kept as its number `abs(x) * 100` (formatted only when written;
+    /// the checkers read the number). Only in compare rows' relative-error columns: it has no
+    /// borrowed text, so [`Py::as_str`] gives None for it.
+    Pct(f64),
     /// A str the code writes itself ("N/A", "pass", ...): no allocation per cell.
     Lit(&'static str),
     F(f64),
@@ -146,6 +151,10 @@ impl Py {
             Py::V(Val::Str(r)) => out.push_str(store.str(*r)),
             Py::V(v) => crate::pyfmt::py_repr(store, *v, out),
             Py::S(s) => out.push_str(s),
+            Py::Pct(f) => {
+                crate::pyfmt::float_repr_into(*f, out);
+                out.push('%');
+            }
             Py::Lit(s) => out.push_str(s),
             Py::F(f) => crate::pyfmt::float_repr_into(*f, out),
             Py::I(i) => {
@@ -184,6 +193,7 @@ impl Py {
             Py::None => false,
             Py::V(v) => truthy(store, *v),
             Py::S(s) => !s.is_empty(),
+            Py::Pct(_) => true,
             Py::Lit(s) => !s.is_empty(),
             Py::F(f) => *f != 0.0,
             Py::I(i) => *i != 0,

@@ -409,29 +409,29 @@ fn yaml_key_str(k: &serde_yaml::Value) -> Option<String> {
 
 /// A data item's scope information (`DumpDataItem`).
 #[derive(Debug, Clone)]
-struct DataItem {
-    data_name: String,
-    type_name: String,
-    state: String,
+struct DataItem<'a> {
+    /// The dump.json key, its class and state: text of the dump (`RankDump::node_names`).
+    data_name: &'a str,
+    type_name: &'a str,
+    state: &'a str,
     full_scope: String,
-    layer_scope: String,
-    stack_scope: String,
 }
 
 #[derive(Debug, Default)]
-struct Trie {
-    nodes: Vec<TrieNode>,
+struct Trie<'a> {
+    nodes: Vec<TrieNode<'a>>,
 }
 
 #[derive(Debug, Default)]
-struct TrieNode {
+struct TrieNode<'a> {
     type_name: String,
     children: HashMap<String, usize>,
-    items: HashMap<String, Vec<usize>>,
+    /// The items at this scope by state, in insertion order.
+    items: HashMap<&'a str, Vec<usize>>,
 }
 
-impl Trie {
-    fn new() -> Trie {
+impl<'a> Trie<'a> {
+    fn new() -> Trie<'a> {
         Trie {
             nodes: vec![TrieNode {
                 type_name: "TopLayer".into(),
@@ -439,7 +439,7 @@ impl Trie {
             }],
         }
     }
-    fn insert(&mut self, items: &[DataItem], idx: usize) -> usize {
+    fn insert(&mut self, items: &[DataItem<'a>], idx: usize) -> usize {
         let it = &items[idx];
         let mut cur = 0usize;
         for name in it.full_scope.split('.').skip(1) {
@@ -456,10 +456,14 @@ impl Trie {
                 }
             };
         }
-        let list = self.nodes[cur].items.entry(it.state.clone()).or_default();
+        let node = &mut self.nodes[cur];
+        let list = node.items.entry(it.state).or_default();
         list.push(idx);
         let pos = list.len() - 1;
-        self.nodes[cur].type_name = it.type_name.clone();
+        if node.type_name != it.type_name {
+            node.type_name.clear();
+            node.type_name.push_str(it.type_name);
+        }
         pos
     }
 }
@@ -562,7 +566,19 @@ fn frame_scope_of(
     Ok(frame_func.join("."))
 }
 
-fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
+/// The first `k` dot-separated segments of `s` (`s.split('.')[..k]` joined): "" for none, all of
+/// `s` when it has no more.
+fn first_segments(s: &str, k: usize) -> &str {
+    if k == 0 {
+        return "";
+    }
+    match s.match_indices('.').nth(k - 1) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
     // `get_stack_construct_by_dump_json_path`: stack.json loaded raw (new format gives no
     // per-name stacks), construct.json with micro steps stripped.
     if d.stack_raw_empty || d.construct.is_empty() {
@@ -575,55 +591,49 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
     let mut frame_cache: HashMap<(u32, u32), String> = HashMap::default();
     for e in &d.entries {
         let name = d.entry_name(e);
-        let seg: Vec<&str> = name.split('.').collect();
-        let n = seg.len();
+        // The dotted fields: their number, the first and the last four.
+        let n = name.bytes().filter(|&b| b == b'.').count() + 1;
         if n < 4 {
             return Err(format!(
                 "the dump name '{name}' does not have the four dotted fields layer mapping needs"
             ));
         }
-        let construct_info: Option<&str> = d.construct_parent(name).flatten();
+        let mut back = name.rsplitn(5, '.');
+        let mut next = || back.next().unwrap_or("");
+        let (s1, s2, s3, s4) = (next(), next(), next(), next());
+        let seg0 = name.split('.').next().unwrap_or("");
+        let construct_info: Option<&str> = d.entry_construct_parent(e).flatten();
         let (api_type, api_name, type_name, state);
-        if seg[n - 1] == "parameters_grad" {
-            api_type = "parameters_grad".to_string();
-            api_name = seg[n - 3].to_string();
-            type_name = seg[n - 2].to_string();
-            state = "parameters_grad".to_string();
-        } else if seg[n - 2] == "parameters_grad"
-            && !seg[n - 1].is_empty()
-            && seg[n - 1].chars().all(|c| c.is_ascii_digit())
+        if s1 == "parameters_grad" {
+            (api_type, api_name, type_name, state) = (s1, s3, s2, s1);
+        } else if s2 == "parameters_grad"
+            && !s1.is_empty()
+            && s1.bytes().all(|c| c.is_ascii_digit())
         {
-            api_type = "parameters_grad".to_string();
-            api_name = seg[n - 4].to_string();
-            type_name = seg[n - 3].to_string();
-            state = "parameters_grad".to_string();
+            (api_type, api_name, type_name, state) = (s2, s4, s3, s2);
         } else {
-            api_type = seg[0].to_string();
-            type_name = seg[n - 3].to_string();
+            api_type = seg0;
+            type_name = s3;
             if api_type == "Cell" || api_type == "Module" {
-                api_name = seg[n - 4].to_string();
-                state = seg[n - 2].to_string();
+                (api_name, state) = (s4, s2);
             } else {
-                api_name = type_name.clone();
-                state = seg[n - 1].to_string();
+                (api_name, state) = (type_name, s1);
             }
         }
         let is_layer = api_type == "Cell" || api_type == "Module";
-        let data_list: Vec<&str> = if is_layer {
-            let mut v: Vec<&str> = seg[..n - 4].to_vec();
-            v.extend_from_slice(&seg[n - 3..]);
-            v
+        // msprobe's data_list (the name without its index for a layer, the name for a parameter
+        // gradient, the construct parent for an API) minus its last three fields.
+        let layer_scope = if is_layer {
+            first_segments(name, n - 4)
         } else if api_type == "parameters_grad" {
-            seg.clone()
+            first_segments(name, n - 3)
         } else if let Some(c) = construct_info {
-            c.split('.').collect()
+            first_segments(
+                c,
+                (c.bytes().filter(|&b| b == b'.').count() + 1).saturating_sub(3),
+            )
         } else {
-            Vec::new()
-        };
-        let layer_scope = if data_list.is_empty() {
-            "TopLayer".to_string()
-        } else {
-            data_list[..data_list.len().saturating_sub(3)].join(".")
+            "TopLayer"
         };
         if let Some(c) = construct_info {
             if c.contains('.') && c.split('.').count() < 4 {
@@ -632,67 +642,61 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem>, Fail> {
                 ));
             }
         }
-        let mut frame_scope = String::new();
+        let mut frame_scope = "";
+        let owned: String;
         if !is_layer && api_type != "Primitive" && api_type != "Jit" {
             let stack = d.stack_raw.get(name).copied();
             if let Some(sv) = stack.filter(|v| crate::items::truthy(store, *v)) {
                 // stack.json groups many entries under one stack value: scan each value once.
-                let key = match sv {
-                    Val::List { start, len } => Some((start, len)),
-                    _ => None,
-                };
-                frame_scope = match key.and_then(|k| frame_cache.get(&k)) {
-                    Some(f) => f.clone(),
-                    None => {
-                        let f = frame_scope_of(store, sv, name, framework)?;
-                        if let Some(k) = key {
-                            frame_cache.insert(k, f.clone());
-                        }
-                        f
-                    }
-                };
+                if let Val::List { start, len } = sv {
+                    use std::collections::hash_map::Entry;
+                    frame_scope = match frame_cache.entry((start, len)) {
+                        Entry::Occupied(o) => o.into_mut(),
+                        Entry::Vacant(v) => v.insert(frame_scope_of(store, sv, name, framework)?),
+                    };
+                } else {
+                    owned = frame_scope_of(store, sv, name, framework)?;
+                    frame_scope = &owned;
+                }
             }
         }
-        let mut full = vec![layer_scope.clone()];
+        let mut full_scope =
+            String::with_capacity(layer_scope.len() + frame_scope.len() + api_name.len() + 2);
+        full_scope.push_str(layer_scope);
         if !frame_scope.is_empty() {
-            full.push(frame_scope.clone());
+            full_scope.push('.');
+            full_scope.push_str(frame_scope);
         }
-        full.push(api_name.clone());
+        full_scope.push('.');
+        full_scope.push_str(api_name);
         items.push(DataItem {
-            data_name: name.to_string(),
+            data_name: name,
             type_name,
             state,
-            full_scope: full.join("."),
-            layer_scope,
-            stack_scope: frame_scope,
+            full_scope,
         });
     }
-    // backward_pass: backward items take the scopes of their forward item.
-    let by_name: HashMap<String, usize> = items
+    // backward_pass: backward items take the scope of their forward item.
+    let by_name: HashMap<&str, usize> = items
         .iter()
         .enumerate()
-        .map(|(i, it)| (it.data_name.clone(), i))
+        .map(|(i, it)| (it.data_name, i))
         .collect();
+    let mut fwd = String::new();
     for i in 0..items.len() {
-        let mut seg: Vec<String> = items[i].data_name.split('.').map(str::to_string).collect();
-        let n = seg.len();
-        let tail_start = n.saturating_sub(2);
-        if !seg[tail_start..].iter().any(|s| s == "backward") {
+        let name = items[i].data_name;
+        // The last two fields (every name has four or more).
+        let cut = name.rmatch_indices('.').nth(1).map_or(0, |(p, _)| p + 1);
+        let tail = &name[cut..];
+        if !tail.split('.').any(|s| s == "backward") {
             continue;
         }
-        for s in &mut seg[tail_start..] {
-            *s = s.replace("backward", "forward");
-        }
-        let fwd = seg.join(".");
-        if let Some(&j) = by_name.get(&fwd) {
-            let (fs, ls, ss) = (
-                items[j].full_scope.clone(),
-                items[j].layer_scope.clone(),
-                items[j].stack_scope.clone(),
-            );
-            items[i].full_scope = fs;
-            items[i].layer_scope = ls;
-            items[i].stack_scope = ss;
+        fwd.clear();
+        fwd.push_str(&name[..cut]);
+        fwd.push_str(&tail.replace("backward", "forward"));
+        if let Some(&j) = by_name.get(fwd.as_str()) {
+            let scope = items[j].full_scope.clone();
+            items[i].full_scope = scope;
         }
     }
     renumber_index_pass(&mut items, "ParallelTransformer", "layers");
@@ -727,7 +731,7 @@ fn next_item_last_number(scope: &str, prefix: &str) -> Option<(String, i64)> {
     last.map(|n| (next, n))
 }
 
-fn renumber_index_pass(items: &mut [DataItem], type_name: &str, suffix: &str) {
+fn renumber_index_pass(items: &mut [DataItem<'_>], type_name: &str, suffix: &str) {
     let mut prefixes: Vec<String> = Vec::new();
     for it in items.iter() {
         if it.type_name == type_name {
@@ -758,10 +762,10 @@ fn renumber_index_pass(items: &mut [DataItem], type_name: &str, suffix: &str) {
 /// The scopes of one side as layer mapping sees them: every dump key's `full_scope` and the trie
 /// of scopes with the class name of each layer. Used to explain and export mappings.
 #[derive(Debug)]
-pub struct ScopeTree {
-    items: Vec<DataItem>,
-    by_name: HashMap<String, usize>,
-    trie: Trie,
+pub struct ScopeTree<'a> {
+    items: Vec<DataItem<'a>>,
+    by_name: HashMap<&'a str, usize>,
+    trie: Trie<'a>,
 }
 
 /// One step of `convert_scope`: after it, `npu` NPU segments (of the scope without its head) are
@@ -772,9 +776,9 @@ pub struct Step {
     pub bench: Vec<String>,
 }
 
-impl ScopeTree {
+impl<'a> ScopeTree<'a> {
     /// The data items and trie of one dump, as `generate_api_mapping_by_layer_mapping` builds them.
-    pub fn build(d: &RankDump) -> std::result::Result<ScopeTree, String> {
+    pub fn build(d: &'a RankDump) -> std::result::Result<ScopeTree<'a>, String> {
         let items = make_items(d)?;
         let mut trie = Trie::new();
         for i in 0..items.len() {
@@ -783,7 +787,7 @@ impl ScopeTree {
         let by_name = items
             .iter()
             .enumerate()
-            .map(|(i, it)| (it.data_name.clone(), i))
+            .map(|(i, it)| (it.data_name, i))
             .collect();
         Ok(ScopeTree {
             items,
@@ -802,9 +806,7 @@ impl ScopeTree {
     /// The state of a dump key (`forward`, `backward`, `parameters_grad`, ...): calls are matched
     /// by position among the items of one state at a scope.
     pub fn state(&self, data_name: &str) -> Option<&str> {
-        self.by_name
-            .get(data_name)
-            .map(|&i| self.items[i].state.as_str())
+        self.by_name.get(data_name).map(|&i| self.items[i].state)
     }
 
     /// The class name the trie holds for a layer path (segments after the head), if the path exists:
@@ -886,12 +888,12 @@ impl ScopeTree {
 
 /// msprobe's `generate_api_mapping_by_layer_mapping`: NPU data key -> bench data key or "N/A".
 /// Errors are the messages msprobe would log before making the mapping ineffective.
-pub fn api_mapping(
-    npu: &RankDump,
-    bench: &RankDump,
+pub fn api_mapping<'a>(
+    npu: &'a RankDump,
+    bench: &'a RankDump,
     lm: &LayerMapping,
     join: Option<crate::Join>,
-) -> std::result::Result<HashMap<String, String>, Fail> {
+) -> std::result::Result<HashMap<&'a str, &'a str>, Fail> {
     if let Some(why) = &lm.invalid {
         return Err(why.clone());
     }
@@ -922,9 +924,14 @@ pub fn api_mapping(
     let mut out = HashMap::with_capacity_and_hasher(n_items.len(), Default::default());
     // Scoped keys matching at each NPU trie node (the node determines the path and class).
     let mut scoped_at: HashMap<usize, Vec<usize>> = HashMap::default();
+    // Buffers reused across items.
+    let mut scope: Vec<&str> = Vec::new();
+    let mut new_scope = String::new();
     for (i, it) in n_items.iter().enumerate() {
-        let scope: Vec<&str> = it.full_scope.split('.').collect();
-        let mut new_scope = String::from("TopLayer");
+        scope.clear();
+        scope.extend(it.full_scope.split('.'));
+        new_scope.clear();
+        new_scope.push_str("TopLayer");
         let mut cur = 0usize;
         let mut idx = 0usize;
         while idx + 1 < scope.len() {
@@ -967,7 +974,7 @@ pub fn api_mapping(
             Some(c) => {
                 let list = b_trie.nodes[c]
                     .items
-                    .get(&it.state)
+                    .get(it.state)
                     .map(Vec::as_slice)
                     .unwrap_or(&[]);
                 match index {
@@ -987,10 +994,10 @@ pub fn api_mapping(
             }
         };
         let v = match bench_name {
-            Some(b) => b_items[b].data_name.clone(),
-            None => "N/A".to_string(),
+            Some(b) => b_items[b].data_name,
+            None => "N/A",
         };
-        out.insert(it.data_name.clone(), v);
+        out.insert(it.data_name, v);
     }
     Ok(out)
 }

@@ -1913,7 +1913,7 @@ pub fn settle_shared(graph: &mut Graph, shared: &[(NodeId, NodeId, bool)], store
                         continue;
                     }
                     let text = match &*v {
-                        Py::None | Py::S(_) | Py::Lit(_) => continue,
+                        Py::None | Py::S(_) | Py::Pct(..) | Py::Lit(_) => continue,
                         Py::V(Val::Null) | Py::V(Val::Str(_)) => continue,
                         other => other.to_py_str(store),
                     };
@@ -2179,6 +2179,7 @@ impl J {
             Py::None => J::Null,
             Py::V(x) => J::from_val(store, *x),
             Py::S(t) => J::Str(t.clone()),
+            Py::Pct(_) => J::Str(v.to_py_str(store)),
             Py::Lit(t) => J::Str(t.to_string()),
             Py::F(f) => J::Float(*f),
             Py::I(i) => J::Int(i.to_string()),
