@@ -858,6 +858,11 @@ fn merge<'i>(items: impl Iterator<Item = &'i Item>) -> Result<Merged, String> {
     Ok(m)
 }
 
+/// `v[i]` moved out (a default left behind), or the default when `v` is shorter.
+fn take<T: Default>(v: &mut [T], i: usize) -> T {
+    v.get_mut(i).map(std::mem::take).unwrap_or_default()
+}
+
 fn is_num(p: &Py, store: &Store) -> Option<Num> {
     p.num(store)
 }
@@ -899,30 +904,31 @@ pub(crate) fn rows_for(
     out_b: &ItemMap,
     mode: Mode,
 ) -> Result<Vec<Row>, String> {
-    let mn = merge(in_n.iter().chain(out_n.iter()).map(|(_, it)| it))?;
-    let mb = merge(in_b.iter().chain(out_b.iter()).map(|(_, it)| it))?;
+    // Each merged value goes to one row: moved out, not copied.
+    let mut mn = merge(in_n.iter().chain(out_n.iter()).map(|(_, it)| it))?;
+    let mut mb = merge(in_b.iter().chain(out_b.iter()).map(|(_, it)| it))?;
     let mut rows = Vec::new();
     let (mut n_start, mut b_start) = (0usize, 0usize);
     for sec in 0..4 {
         let n_len = mn.structs[sec].len();
         let b_len = mb.structs[sec].len();
         for index in 0..n_len.min(b_len) {
-            let n_struct = &mn.structs[sec][index];
-            let b_struct = &mb.structs[sec][index];
-            let n_rg = mn.rg.get(n_start + index).cloned().unwrap_or(Py::None);
-            let b_rg = mb.rg.get(b_start + index).cloned().unwrap_or(Py::None);
+            let n_struct = take(&mut mn.structs[sec], index);
+            let b_struct = take(&mut mb.structs[sec], index);
+            let n_rg = take(&mut mn.rg, n_start + index);
+            let b_rg = take(&mut mb.rg, b_start + index);
             let rg_consistent = py_eq_cross(&n_rg, sn, &b_rg, sb);
             let mut row = Row {
-                n_name: mn.names.get(n_start + index).cloned().unwrap_or_default(),
-                b_name: mb.names.get(b_start + index).cloned().unwrap_or_default(),
-                n_dtype: n_struct.0.clone(),
+                n_name: take(&mut mn.names, n_start + index),
+                b_name: take(&mut mb.names, b_start + index),
+                n_dtype: n_struct.0,
                 b_dtype: V {
-                    py: b_struct.0.clone(),
+                    py: b_struct.0,
                     bench: true,
                 },
-                n_shape: n_struct.1.clone(),
+                n_shape: n_struct.1,
                 b_shape: V {
-                    py: b_struct.1.clone(),
+                    py: b_struct.1,
                     bench: true,
                 },
                 n_rg,
@@ -936,9 +942,9 @@ pub(crate) fn rows_for(
                     py: Py::None,
                     bench: true,
                 }),
-                n_md5: n_struct.2.clone(),
+                n_md5: n_struct.2,
                 b_md5: V {
-                    py: b_struct.2.clone(),
+                    py: b_struct.2,
                     bench: true,
                 },
                 rg_consistent,
@@ -947,16 +953,8 @@ pub(crate) fn rows_for(
                 extra: false,
             };
             if mode != Mode::Md5 {
-                let ns = mn
-                    .summary
-                    .get(n_start + index)
-                    .cloned()
-                    .unwrap_or_else(|| std::array::from_fn(|_| Py::None));
-                let bs = mb
-                    .summary
-                    .get(b_start + index)
-                    .cloned()
-                    .unwrap_or_else(|| std::array::from_fn(|_| Py::None));
+                let ns = take(&mut mn.summary, n_start + index);
+                let bs = take(&mut mb.summary, b_start + index);
                 row.n_stats = std::array::from_fn(|i| process(&ns[i]));
                 row.b_stats = std::array::from_fn(|i| V {
                     py: process(&bs[i]),
@@ -983,29 +981,25 @@ pub(crate) fn rows_for(
         }
         if n_len > b_len {
             for index in b_len..n_len {
-                let n_struct = &mn.structs[sec][index];
+                let n_struct = take(&mut mn.structs[sec], index);
                 let nan = || V {
                     py: Py::Lit("Nan"),
                     bench: true,
                 };
-                let ns = mn
-                    .summary
-                    .get(n_start + index)
-                    .cloned()
-                    .unwrap_or_else(|| std::array::from_fn(|_| Py::None));
+                let ns = take(&mut mn.summary, n_start + index);
                 rows.push(Row {
-                    n_name: mn.names.get(n_start + index).cloned().unwrap_or_default(),
+                    n_name: take(&mut mn.names, n_start + index),
                     b_name: "Nan".into(),
-                    n_dtype: n_struct.0.clone(),
+                    n_dtype: n_struct.0,
                     b_dtype: nan(),
-                    n_shape: n_struct.1.clone(),
+                    n_shape: n_struct.1,
                     b_shape: nan(),
-                    n_rg: mn.rg.get(n_start + index).cloned().unwrap_or(Py::None),
+                    n_rg: take(&mut mn.rg, n_start + index),
                     b_rg: nan(),
                     cols: std::array::from_fn(|_| Py::Lit(" ")),
                     n_stats: ns,
                     b_stats: std::array::from_fn(|_| nan()),
-                    n_md5: n_struct.2.clone(),
+                    n_md5: n_struct.2,
                     b_md5: nan(),
                     rg_consistent: false,
                     level: Level::Pass,

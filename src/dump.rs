@@ -1334,7 +1334,11 @@ impl RankDump {
 
     /// The position in `entries` of the entry `name`.
     pub fn entry_id(&self, name: &str) -> Option<u32> {
-        let id = self.node_names.get(name)?;
+        self.entry_of(self.node_names.get(name)?)
+    }
+
+    /// [`RankDump::entry_id`] of an interned name.
+    pub fn entry_of(&self, id: NameId) -> Option<u32> {
         match self.entry_pos.get(id.0 as usize) {
             Some(&i) if i != u32::MAX => Some(i),
             _ => None,
@@ -1388,7 +1392,14 @@ impl RankDump {
 
     /// Megatron format: the micro step construct.json gives `name` (0 if it is not a key).
     pub fn micro_of(&self, name: &str) -> i64 {
-        self.construct_at(name)
+        self.node_names
+            .get(name)
+            .map_or(0, |id| self.micro_of_id(id))
+    }
+
+    /// [`RankDump::micro_of`] of an interned name.
+    pub fn micro_of_id(&self, id: NameId) -> i64 {
+        self.construct_at_id(id)
             .and_then(|p| self.construct_micro.get(p).copied())
             .unwrap_or(0)
     }

@@ -8,7 +8,9 @@ use crate::dump::{OverflowLevel, RankDump};
 use crate::error::{Error, Result};
 use crate::items::{input_output, read_op, ItemMap, Py};
 use crate::json::Val;
+use crate::names::NameId;
 use crate::HashMap;
+use std::borrow::Cow;
 
 pub type NodeId = u32;
 
@@ -601,17 +603,17 @@ impl Builder<'_> {
         None
     }
 
-    fn backward_inplace(&self, sub: &str, up: &str) -> Option<String> {
+    fn backward_inplace<'s>(&self, sub: &str, up: &'s str) -> Option<Cow<'s, str>> {
         if backward_n(sub).is_none() {
-            return Some(up.to_string());
+            return Some(Cow::Borrowed(up));
         }
         let sub_split: Vec<&str> = sub.split('.').collect();
         if sub_split.len() < 5 {
-            return Some(up.to_string());
+            return Some(Cow::Borrowed(up));
         }
         let up_split: Vec<&str> = up.split('.').collect();
         if up_split.len() < 4 {
-            return Some(up.to_string());
+            return Some(Cow::Borrowed(up));
         }
         let sub_prefix = sub_split[..sub_split.len() - 4].join(".");
         let up_prefix = up_split[..up_split.len() - 3].join(".");
@@ -621,20 +623,40 @@ impl Builder<'_> {
                 let fwd_up = fwd_up?;
                 let new_up = fwd_to_bwd(fwd_up);
                 if self.in_construct(&new_up) {
-                    return Some(new_up);
+                    return Some(Cow::Owned(new_up));
                 }
             }
         }
-        Some(up.to_string())
+        Some(Cow::Borrowed(up))
     }
 
-    fn create_or_get(&mut self, name: &str, parent: Option<NodeId>) -> NodeId {
-        if let Some(id) = self.g.get(name) {
+    /// The node named `name` (its interned id in the dump's names, if the caller has it), made
+    /// if new; `node_of` remembers the nodes of interned names (no hashing of the name again).
+    fn create_or_get(
+        &mut self,
+        name: &str,
+        name_id: Option<NameId>,
+        parent: Option<NodeId>,
+        node_of: &mut [NodeId],
+    ) -> NodeId {
+        let slot = name_id.and_then(|i| node_of.get(i.0 as usize).copied());
+        let found = match slot {
+            Some(n) if n != NodeId::MAX => Some(n),
+            _ => self.g.get(name),
+        };
+        if let Some(id) = found {
+            if let Some(i) = name_id {
+                node_of[i.0 as usize] = id;
+            }
             self.g.add_upnode(id, parent);
             return id;
         }
         let id = self.g.add(name.to_string(), NodeOp::of(name), parent);
-        let entry = self.d.entry_id(name);
+        let name_id = name_id.or_else(|| self.d.node_names.get(name));
+        if let Some(i) = name_id {
+            node_of[i.0 as usize] = id;
+        }
+        let entry = name_id.and_then(|i| self.d.entry_of(i));
         let stack_val = self.d.stack_by_name.get(name).copied();
         let mut stack = match stack_val {
             Some(v) => Stack::Val(v),
@@ -659,23 +681,34 @@ impl Builder<'_> {
         n.entry = entry;
         n.stack = stack;
         if self.d.is_megatron() {
-            n.micro_step = Some(self.d.micro_of(name));
+            n.micro_step = Some(name_id.map_or(0, |i| self.d.micro_of_id(i)));
         }
         id
     }
 
     fn init_nodes(&mut self) {
         let d = self.d;
-        for (sub, up) in d.construct_iter() {
-            let up = match up {
-                Some(u) => self.backward_inplace(sub, u),
-                None => self.backward_upnode_missing(sub),
+        let mut node_of = vec![NodeId::MAX; d.node_names.len()];
+        for &(sub_id, up_id) in &d.construct {
+            let sub = d.node_names.str(sub_id);
+            let upnode = match up_id {
+                Some(u_id) => {
+                    let u = d.node_names.str(u_id);
+                    match self.backward_inplace(sub, u) {
+                        // The parent as construct.json names it: its id is at hand.
+                        Some(Cow::Borrowed(up)) => {
+                            self.create_or_get(up, Some(u_id), None, &mut node_of)
+                        }
+                        Some(Cow::Owned(up)) => self.create_or_get(&up, None, None, &mut node_of),
+                        None => ROOT,
+                    }
+                }
+                None => match self.backward_upnode_missing(sub) {
+                    Some(up) => self.create_or_get(&up, None, None, &mut node_of),
+                    None => ROOT,
+                },
             };
-            let upnode = match up {
-                Some(u) => self.create_or_get(&u, None),
-                None => ROOT,
-            };
-            self.create_or_get(sub, Some(upnode));
+            self.create_or_get(sub, Some(sub_id), Some(upnode), &mut node_of);
         }
     }
 

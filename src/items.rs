@@ -110,8 +110,9 @@ pub fn intern_known_keys(store: &mut Store) {
 }
 
 /// A Python object as msprobe's item dicts hold it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Py {
+    #[default]
     None,
     /// A value straight from the dump (no copy).
     V(Val),
@@ -543,24 +544,23 @@ fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
             continue;
         }
         let v = match x {
-            Val::Bool(b) => Py::S(if *b { "True" } else { "False" }.into()),
+            Val::Bool(b) => Py::Lit(if *b { "True" } else { "False" }),
             other => Py::from_val(*other),
         };
         item.fields.push((*kk, v));
     }
     let data_name = match get(k::DATA_NAME) {
-        Some(v) if truthy(store, v) => py_str(store, v),
-        _ => "-1".to_string(),
+        Some(v) if truthy(store, v) => Some(py_str(store, v)).filter(|d| d != "-1"),
+        _ => None,
     };
-    item.full_op_name = if data_name != "-1" {
-        match data_name.rsplit_once('.') {
-            Some((a, _)) => a.to_string(),
-            None => data_name.clone(),
-        }
-    } else {
-        name.to_string()
+    item.full_op_name = match &data_name {
+        Some(d) => d
+            .rsplit_once('.')
+            .map_or(d.as_str(), |(a, _)| a)
+            .to_string(),
+        None => name.to_string(),
     };
-    item.set(k::DATA_NAME, Py::S(data_name));
+    item.set(k::DATA_NAME, data_name.map_or(Py::Lit("-1"), Py::S));
     if !item.has(k::REQUIRES_GRAD) {
         item.fields.push((k::REQUIRES_GRAD, Py::None));
     }
@@ -622,11 +622,12 @@ fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
     }
     let md5_truthy = item.get(k::MD5).is_some_and(|m| m.truthy(store));
     if !md5_truthy {
-        let text = match get(k::VALUE) {
-            Some(v) => py_str(store, v),
-            None => String::new(),
+        let md5 = match get(k::VALUE) {
+            Some(v) => Py::S(format!("{:08x}", crc32(py_str(store, v).as_bytes()))),
+            // zlib.crc32(b"") (a tensor's summary has no value).
+            None => Py::Lit("00000000"),
         };
-        item.set(k::MD5, Py::S(format!("{:08x}", crc32(text.as_bytes()))));
+        item.set(k::MD5, md5);
     }
     item
 }
