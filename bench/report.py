@@ -6,6 +6,7 @@ Reads the logs scripts/bench.sh leaves in its work folder:
   full-<i>.log / .rc / .db        /usr/bin/time -v + `--timing` stderr of run i with .vis.db output
   nodb-<i>.* or nodb.missing      the same for --no-db (compare only), or why it was not run
   msprobe.log/.rc/.db or msprobe.missing   optional msprobe run (BENCH_MSPROBE=1)
+  node.md or node.failed          output of bench/node.mjs (the page's core under Node)
   browser.md or browser.failed    output of bench/browser.mjs (front-end hook)
 prints the section and, with --write FILE, replaces the section of the same date in FILE (or
 appends it before the `<!-- bench:runs-end -->` marker).
@@ -211,6 +212,13 @@ def build_section(work, roots):
         "|" + " --- |" * 6,
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
+    node = read(os.path.join(work, "node.md"))
+    node_failed = read(os.path.join(work, "node.failed"))
+    lines += ["", "WASM under Node (the page's core, one thread):"]
+    if node and node.strip():
+        lines += ["", node.strip()]
+    elif node_failed:
+        lines += ["", f"not measured: {node_failed.strip()}."]
     browser = read(os.path.join(work, "browser.md"))
     failed = read(os.path.join(work, "browser.failed"))
     lines += ["", "Browser (drop → first graph, WASM memory, expand latency, frame time):"]

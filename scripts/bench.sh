@@ -166,6 +166,24 @@ if [ "${BENCH_MSPROBE:-0}" = 1 ]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
+# 5a. the page's core (www/pkg, built by `npm run build`) under Node, one thread: both parses, the
+# run, the answer's JSON.parse, wasm memory; Markdown on stdout (bench/node.mjs).
+if [ "${BENCH_NODE:-1}" != 0 ] && [ -f bench/node.mjs ]; then
+    if [ -f www/pkg/probelens_bg.wasm ]; then
+        log "WASM under Node (bench/node.mjs)"
+        if ! BENCH_RUNS="$RUNS" node bench/node.mjs "$OUT/npu" "$OUT/bench" "$MAPPING" >"$WORK/node.md" 2>"$WORK/node.log"; then
+            log "bench/node.mjs failed:"
+            tail -n 20 "$WORK/node.log" >&2
+            rm -f "$WORK/node.md"
+            echo "bench/node.mjs failed (exit status non-zero)" >"$WORK/node.failed"
+        fi
+    else
+        log "www/pkg/probelens_bg.wasm is missing (run npm run build): WASM under Node skipped"
+        echo "www/pkg is not built (run \`npm run build\` first)" >"$WORK/node.failed"
+    fi
+fi
+
+# ---------------------------------------------------------------------------------------------
 # 5. browser (hook for the front-end's bench/browser.mjs)
 # Contract: `node bench/browser.mjs <npu root> <bench root>` with BENCH_RUNS in the environment;
 # it prints a Markdown fragment (drop -> first graph, WASM memory, expand latency, frame time)
