@@ -816,10 +816,12 @@ struct Merged {
 }
 
 fn merge<'i>(items: impl Iterator<Item = &'i Item>) -> Result<Merged, String> {
+    let items = items.into_iter();
+    let n = items.size_hint().0;
     let mut m = Merged {
-        names: Vec::new(),
-        rg: Vec::new(),
-        summary: Vec::new(),
+        names: Vec::with_capacity(n),
+        rg: Vec::with_capacity(n),
+        summary: Vec::with_capacity(n),
         structs: Default::default(),
     };
     let mut debug = 0usize;
@@ -907,7 +909,7 @@ pub(crate) fn rows_for(
     // Each merged value goes to one row: moved out, not copied.
     let mut mn = merge(in_n.iter().chain(out_n.iter()).map(|(_, it)| it))?;
     let mut mb = merge(in_b.iter().chain(out_b.iter()).map(|(_, it)| it))?;
-    let mut rows = Vec::new();
+    let mut rows = Vec::with_capacity(mn.structs.iter().map(Vec::len).sum());
     let (mut n_start, mut b_start) = (0usize, 0usize);
     for sec in 0..4 {
         let n_len = mn.structs[sec].len();
@@ -1066,15 +1068,38 @@ pub(crate) fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
     match (a.as_str(sa), b.as_str(sb)) {
         (Some(x), Some(y)) => x == y,
         (None, None) => {
-            // Lists/dicts: compare Python reprs (a list never equals a str).
-            let (mut x, mut y) = (String::new(), String::new());
+            // Lists/dicts: equal Python reprs (a list never equals a str).
             if let (Py::V(va), Py::V(vb)) = (a, b) {
-                crate::pyfmt::py_repr(sa, *va, &mut x);
-                crate::pyfmt::py_repr(sb, *vb, &mut y);
-                let kind = |v: &crate::json::Val| std::mem::discriminant(v);
-                return kind(va) == kind(vb) && x == y;
+                return same_repr(sa, *va, sb, *vb);
             }
             false
+        }
+        _ => false,
+    }
+}
+
+/// `repr(a) == repr(b)` for two values of the same kind (a list is never equal to a dict),
+/// without writing the reprs where that is plain: repr is injective on JSON values (a float's
+/// repr has a '.', an 'e', "inf" or "nan", a str's its quotes), so equal reprs are equal
+/// ints, texts, booleans, floats of the same bits (any NaN is "nan"), and lists of the same
+/// length whose items have equal reprs. Dicts are compared by their written reprs.
+fn same_repr(sa: &Store, a: crate::json::Val, sb: &Store, b: crate::json::Val) -> bool {
+    use crate::json::Val;
+    match (a, b) {
+        (Val::Null, Val::Null) => true,
+        (Val::Bool(x), Val::Bool(y)) => x == y,
+        (Val::Int(x), Val::Int(y)) => x == y,
+        (Val::Float(x), Val::Float(y)) => x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+        (Val::Str(x), Val::Str(y)) | (Val::BigInt(x), Val::BigInt(y)) => sa.str(x) == sb.str(y),
+        (Val::List { .. }, Val::List { .. }) => {
+            let (x, y) = (sa.list(a), sb.list(b));
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_repr(sa, *p, sb, *q))
+        }
+        (Val::Obj { .. }, Val::Obj { .. }) => {
+            let (mut x, mut y) = (String::new(), String::new());
+            crate::pyfmt::py_repr(sa, a, &mut x);
+            crate::pyfmt::py_repr(sb, b, &mut y);
+            x == y
         }
         _ => false,
     }
@@ -1488,6 +1513,34 @@ pub fn apply_results(maps: &mut [&mut ItemMap], results: Option<&Vec<(String, It
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `same_repr` says what comparing the written reprs says, over values of every kind and
+    /// nesting (ints against floats, -0.0, NaN, big ints, strs with quotes, dicts, ragged lists).
+    #[test]
+    fn same_repr_is_repr_equality() {
+        let text = br#"[[1, 2, 3], [1, 2, 3], [1, 2], [1.0, 2, 3], [1, 2, 3.0], [], [[]], [[1], [2]],
+            [[1], [2.0]], [0.0], [-0.0], [NaN], [NaN], [1e300], [1e300], [true], [1], [null], [null],
+            ["a"], ["a"], ["a, b"], ["a", "b"], ["it's"], [12345678901234567890], [12345678901234567890],
+            [12345678901234567891], [{"a": 1}], [{"a": 1}], [{"a": 1.0}], [{"b": 1, "a": 2}],
+            [{"a": 2, "b": 1}], {"x": [1]}, {"x": [1]}, 7, 7.5, "s"]"#;
+        let (st, root) = crate::json::parse(text).unwrap();
+        let vals: Vec<crate::json::Val> = st.list(root).to_vec();
+        let repr = |v: crate::json::Val| {
+            let mut t = String::new();
+            crate::pyfmt::py_repr(&st, v, &mut t);
+            t
+        };
+        let kind = |v: &crate::json::Val| std::mem::discriminant(v);
+        let mut equal_pairs = 0;
+        for a in &vals {
+            for b in &vals {
+                let want = kind(a) == kind(b) && repr(*a) == repr(*b);
+                equal_pairs += usize::from(want);
+                assert_eq!(same_repr(&st, *a, &st, *b), want, "{} vs {}", repr(*a), repr(*b));
+            }
+        }
+        assert!(equal_pairs > vals.len(), "the cases include equal pairs of distinct values");
+    }
 
     /// A cell gives back exactly the value it was made from (relative errors are kept as
     /// numbers only when their text comes back the same).

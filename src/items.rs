@@ -367,12 +367,22 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
         ""
     };
     if last == "debug" {
-        op_item_parse(store, Some(entry), op_name, State::Debug, 0, &mut out, file)?;
+        op_item_parse(
+            store,
+            Some(entry),
+            op_name,
+            in_grad(op_name),
+            State::Debug,
+            0,
+            &mut out,
+            file,
+        )?;
     } else if last == "parameters_grad" || second_last == "parameters_grad" {
         op_item_parse(
             store,
             Some(entry),
             op_name,
+            in_grad(op_name),
             State::ParametersGrad,
             0,
             &mut out,
@@ -388,17 +398,34 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
         ] {
             if let Some(v) = store.obj(entry).get(key) {
                 let name = format!("{op_name}{suffix}");
-                op_item_parse(store, Some(v), &name, state, 0, &mut out, file)?;
+                op_item_parse(
+                    store,
+                    Some(v),
+                    &name,
+                    in_grad(&name),
+                    state,
+                    0,
+                    &mut out,
+                    file,
+                )?;
             }
         }
     }
     Ok(out)
 }
 
+/// Whether a field of the dotted `name` is "parameters_grad".
+fn in_grad(name: &str) -> bool {
+    name.split('.').any(|s| s == "parameters_grad")
+}
+
+/// `grad`: [`in_grad`] of `name` (carried down the recursion instead of re-scanning the name).
+#[allow(clippy::too_many_arguments)]
 fn op_item_parse(
     store: &Store,
     data: Option<Val>,
     name: &str,
+    grad: bool,
     state: State,
     depth: usize,
     out: &mut Vec<Item>,
@@ -424,18 +451,21 @@ fn op_item_parse(
     }
     match v {
         Val::List { .. } => {
-            let in_grad = name.split('.').any(|s| s == "parameters_grad");
             for (i, x) in store.list(v).iter().enumerate() {
-                if in_grad {
-                    op_item_parse(store, Some(*x), name, state, depth + 1, out, file)?;
+                if grad {
+                    op_item_parse(store, Some(*x), name, true, state, depth + 1, out, file)?;
                 } else {
+                    // A number is never the field "parameters_grad".
                     let sub = format!("{name}.{i}");
-                    op_item_parse(store, Some(*x), &sub, state, depth + 1, out, file)?;
+                    op_item_parse(store, Some(*x), &sub, false, state, depth + 1, out, file)?;
                 }
             }
         }
         Val::Obj { .. } => {
-            if store.get(v, "class_type").and_then(|c| store.as_str(c))
+            if store
+                .obj(v)
+                .get(k::CLASS_TYPE)
+                .and_then(|c| store.as_str(c))
                 == Some("torch.distributed.P2POp")
             {
                 let extra: Vec<(KeyId, Py)> = [k::CLASS_TYPE, k::OP, k::PEER, k::TAG, k::GROUP_ID]
@@ -465,8 +495,10 @@ fn op_item_parse(
                 return Ok(());
             }
             for (kk, x) in store.obj(v) {
-                let sub = format!("{name}.{}", store.key(*kk));
-                op_item_parse(store, Some(*x), &sub, state, depth + 1, out, file)?;
+                let key = store.key(*kk);
+                let sub = format!("{name}.{key}");
+                let grad = grad || key.split('.').any(|s| s == "parameters_grad");
+                op_item_parse(store, Some(*x), &sub, grad, state, depth + 1, out, file)?;
             }
         }
         _ => {}
