@@ -1536,10 +1536,19 @@ mod tests {
             for b in &vals {
                 let want = kind(a) == kind(b) && repr(*a) == repr(*b);
                 equal_pairs += usize::from(want);
-                assert_eq!(same_repr(&st, *a, &st, *b), want, "{} vs {}", repr(*a), repr(*b));
+                assert_eq!(
+                    same_repr(&st, *a, &st, *b),
+                    want,
+                    "{} vs {}",
+                    repr(*a),
+                    repr(*b)
+                );
             }
         }
-        assert!(equal_pairs > vals.len(), "the cases include equal pairs of distinct values");
+        assert!(
+            equal_pairs > vals.len(),
+            "the cases include equal pairs of distinct values"
+        );
     }
 
     /// A cell gives back exactly the value it was made from (relative errors are kept as

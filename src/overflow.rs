@@ -3,7 +3,8 @@
 //! collectives, `masked_fill_`).
 
 use crate::dump::OverflowLevel;
-use crate::json::{Store, Val};
+use crate::items::k;
+use crate::json::{KeyId, Store, Val};
 
 /// `has_nan_inf`: a dict whose top-level Max/Min/Mean prints as inf/-inf/nan.
 fn has_nan_inf(store: &Store, v: Val) -> bool {
@@ -59,10 +60,10 @@ fn tensor_norms(store: &Store, items: &[Val]) -> Vec<f64> {
         if !matches!(d, Val::Obj { .. }) {
             continue;
         }
-        if store.get(*d, "type").and_then(|t| store.as_str(t)) != Some("torch.Tensor") {
+        if store.obj(*d).get(k::TYPE).and_then(|t| store.as_str(t)) != Some("torch.Tensor") {
             continue;
         }
-        match store.get(*d, "Norm") {
+        match store.obj(*d).get(k::NORM) {
             Some(Val::Float(x)) if !x.is_nan() => out.push(x),
             Some(Val::Int(i)) => out.push(i as f64),
             _ => {}
@@ -146,21 +147,17 @@ pub fn entry_scene(store: &Store, name: &str, entry: Val) -> Option<OverflowLeve
     if !matches!(entry, Val::Obj { .. }) {
         return None;
     }
-    let input_args = store
-        .get(entry, "input_args")
-        .or_else(|| store.get(entry, "input"))
+    // The dump's store interns the known keys first (`items::intern_known_keys`).
+    let e = store.obj(entry);
+    let input_args = e
+        .get(k::INPUT_ARGS)
+        .or_else(|| e.get(k::INPUT))
         .unwrap_or(Val::List { start: 0, len: 0 });
-    let input_kwargs = store.get(entry, "input_kwargs");
-    let output = store
-        .get(entry, "output")
-        .unwrap_or(Val::List { start: 0, len: 0 });
+    let input_kwargs = e.get(k::INPUT_KWARGS);
+    let output = e.get(k::OUTPUT).unwrap_or(Val::List { start: 0, len: 0 });
     let args = elems(store, input_args);
-    let kwargs: Vec<(String, Val)> = match input_kwargs {
-        Some(v @ Val::Obj { .. }) => store
-            .obj(v)
-            .iter()
-            .map(|(k, x)| (store.key(*k).to_string(), *x))
-            .collect(),
+    let kwargs: Vec<(KeyId, Val)> = match input_kwargs {
+        Some(v @ Val::Obj { .. }) => store.obj(v).iter().map(|(k, x)| (*k, *x)).collect(),
         _ => Vec::new(),
     };
     let outs = elems(store, output);
@@ -211,7 +208,7 @@ pub fn entry_scene(store: &Store, name: &str, entry: Val) -> Option<OverflowLeve
         }
         if !rule.input_name.is_empty() {
             for (n, v) in &kwargs {
-                if has_nan_inf(store, *v) && !rule.input_name.contains(&n.as_str()) {
+                if has_nan_inf(store, *v) && !rule.input_name.contains(&store.key(*n)) {
                     matched = false;
                 }
             }
