@@ -36,6 +36,8 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
         let _ = probelens::items::format_map(&npu.store, &i, "x", Mode::Summary);
         let _ = probelens::items::format_map(&npu.store, &o, "x", Mode::Md5);
     }
+    // Layer mapping's items split every dump name of the fuzzed construct.json.
+    let _ = api_mapping(npu, bench, &LayerMapping::empty(), None);
     let mode = compare_mode(npu, bench).unwrap_or(Mode::Summary);
     for fuzzy in [false, true] {
         let opts = CompareOptions {
