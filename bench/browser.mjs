@@ -3,7 +3,8 @@
 //   node bench/browser.mjs NPU_DIR BENCH_DIR     # the scale pair, then the wide module
 //   node bench/browser.mjs --wide-only           # only the wide module
 // Serves dist/ (npm run build first), opens it in headless Debian Chromium (software rendering),
-// chooses the two folders through the page's folder inputs with the Qwen2.5 mapping, and reports,
+// clears the demo's Bench side, chooses the two folders through the page's folder inputs (the NPU
+// folder alone first: a build view) with the Qwen2.5 mapping, and reports,
 // as medians of BENCH_RUNS runs: drop -> first graph drawn, the worker's run() time, the wasm
 // memory after the run, expand-all latency, the frame time while panning/zooming with every node
 // expanded, and selection latency.
@@ -94,16 +95,24 @@ try {
     let n = await loads(page);
     await page.setInputFiles('#mapping-file', mapping);
     await waitLoad(page, n, 120000);
-    // The NPU side first (a build view), then the timed drop of the Bench side -> compare.
+    // The NPU side first (a build view: the demo's Bench side is cleared first, which the NPU folder
+    // could not be compared with), then the timed drop of the Bench side -> compare.
+    n = await loads(page);
+    await page.click('#bench-clear');
+    await waitLoad(page, n, 120000);
     n = await loads(page);
     await page.setInputFiles('#npu-dir', npuDir);
     await waitLoad(page, n, 600000);
+    const built = await page.evaluate(() => ({ type: window.__probelens.lastResult?.graphType, errors: window.__probelens.errors.map((e) => `${e.where}: ${e.message}`) }));
+    if (built.type !== 'build' || built.errors.length) throw new Error(`the NPU folder alone did not load: ${JSON.stringify(built)}`);
     n = await loads(page);
     const t0 = Date.now();
     await page.setInputFiles('#bench-dir', benchDir);
     await waitLoad(page, n, 600000);
     await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
     const dropToGraphMs = Date.now() - t0;
+    const compared = await page.evaluate(() => ({ type: window.__probelens.lastResult?.graphType, errors: window.__probelens.errors.map((e) => `${e.where}: ${e.message}`) }));
+    if (compared.type !== 'compare' || compared.errors.length) throw new Error(`the pair did not load: ${JSON.stringify(compared)}`);
     const m = await page.evaluate(() => {
       const r = window.__probelens.lastResult;
       const out = {

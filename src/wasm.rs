@@ -159,10 +159,15 @@ fn working_on(what: String) {
 /// through the session's reader callback: a dump.json in slices while it is parsed, a tensor
 /// when a compare needs it (so a real-tensor compare reads just the tensors of the pairs it
 /// compares).
+///
+/// A side can be copied into another session ([`Session::adopt_side`]): file bytes and parsed
+/// folders are `Arc`s, so the copy shares them.
 struct MemFiles {
     /// "npu" or "bench": passed to the reader with the path.
     side: &'static str,
-    files: BTreeMap<String, Vec<u8>>,
+    /// Whole files; shared with a session that adopted this side (a file still arriving in chunks
+    /// is only ever in one session).
+    files: BTreeMap<String, Arc<Vec<u8>>>,
     expected: BTreeMap<String, usize>,
     /// Paths whose bytes stay on the JS side, with their sizes.
     lazy: BTreeMap<String, f64>,
@@ -191,7 +196,7 @@ impl MemFiles {
         for name in ["dump.json", "construct.json", "stack.json"] {
             let p = run::join(dir, name);
             if let Some(b) = self.files.get_mut(&p) {
-                *b = Vec::new();
+                *b = Arc::default();
                 self.released.insert(p);
             }
         }
@@ -209,6 +214,19 @@ impl MemFiles {
         let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
         self.parsed.remove(dir);
         self.released.remove(path);
+    }
+
+    /// This side becomes a copy of `from`, the same side of another session: its files (shared
+    /// bytes), lazy registrations, parsed rank folders (shared `Arc`s, not parsed again), freed
+    /// names and root name. It keeps its own reader (the host gives it the handles of `from`'s lazy
+    /// files) and its own parse count (adopted folders were not parsed by this session).
+    fn adopt(&mut self, from: &MemFiles) {
+        self.files = from.files.clone();
+        self.expected = from.expected.clone();
+        self.lazy = from.lazy.clone();
+        self.root_name = from.root_name.clone();
+        self.parsed = from.parsed.clone();
+        self.released = from.released.clone();
     }
 }
 
@@ -307,7 +325,7 @@ impl Files for MemFiles {
             ));
         }
         if let Some(total) = self.expected.get(path) {
-            let got = self.files.get(path).map(Vec::len).unwrap_or(0);
+            let got = self.files.get(path).map_or(0, |b| b.len());
             return Err(Error::input(
                 self.display(path),
                 format!("the file is still being read ({got} of {total} bytes)"),
@@ -600,11 +618,15 @@ impl Session {
         match side {
             "npu" => Ok(&mut self.npu),
             "bench" => Ok(&mut self.bench),
-            other => Err(js_err(format!(
-                "unknown side '{other}' (expected \"npu\" or \"bench\")"
-            ))),
+            other => Err(unknown_side(other)),
         }
     }
+}
+
+fn unknown_side(side: &str) -> JsValue {
+    js_err(format!(
+        "unknown side '{side}' (expected \"npu\" or \"bench\")"
+    ))
 }
 
 #[wasm_bindgen]
@@ -696,7 +718,7 @@ impl Session {
         s.changed(path);
         s.expected.remove(path);
         s.lazy.remove(path);
-        s.files.insert(path.to_string(), bytes.to_vec());
+        s.files.insert(path.to_string(), Arc::new(bytes.to_vec()));
         Ok(())
     }
 
@@ -756,7 +778,7 @@ impl Session {
                 &Error::input(s.display(&path), out_of_memory(total, "while reading it")),
             )
         })?;
-        s.files.insert(path.clone(), v);
+        s.files.insert(path.clone(), Arc::new(v));
         if total > 0 {
             s.expected.insert(path, total);
         }
@@ -779,6 +801,9 @@ impl Session {
                 s.display(path)
             )));
         };
+        // A file that is still arriving is this session's alone (were it shared, `make_mut` would
+        // give this session its own copy and leave the other one's as it was).
+        let buf = Arc::make_mut(buf);
         if buf.try_reserve(bytes.len()).is_err() {
             Session::clear_heap_failure();
             return Err(side_err(
@@ -808,6 +833,23 @@ impl Session {
         for p in &plan.pairs {
             f.rank(&p.npu_dir).map_err(|e| side_err(side, &e))?;
         }
+        Ok(())
+    }
+
+    /// Makes this session's `side` a copy of the same side of `from` (another session, e.g. the
+    /// one whose result is shown while this one is being loaded): its files, the registrations of
+    /// its lazy files (the host must give this session's reader their handles too), its parsed
+    /// rank folders and root name. Nothing is parsed or read again, and the bytes and parsed
+    /// dumps are shared, not copied; `from` stays usable. Throws for a side other than
+    /// `"npu"`/`"bench"` (and wasm-bindgen's glue throws when `from` is this session).
+    #[wasm_bindgen(js_name = adoptSide)]
+    pub fn adopt_side(&mut self, from: &Session, side: &str) -> std::result::Result<(), JsValue> {
+        let src = match side {
+            "npu" => &from.npu,
+            "bench" => &from.bench,
+            other => return Err(unknown_side(other)),
+        };
+        self.side(side)?.adopt(src);
         Ok(())
     }
 

@@ -33,6 +33,12 @@ const MAPPING: &str = include_str!(concat!(
 
 fn loaded() -> Session {
     let mut s = Session::new();
+    add_npu(&mut s);
+    add_bench(&mut s);
+    s
+}
+
+fn add_npu(s: &mut Session) {
     for (name, bytes) in [
         ("dump.json", &fixture!("npu", "proc24688", "dump.json")[..]),
         (
@@ -46,6 +52,9 @@ fn loaded() -> Session {
     ] {
         s.add_file("npu", name, bytes).unwrap();
     }
+}
+
+fn add_bench(s: &mut Session) {
     // The bench side arrives in chunks, as the page streams large files.
     for (name, bytes) in [
         (
@@ -66,7 +75,6 @@ fn loaded() -> Session {
             s.append_chunk("bench", name, chunk).unwrap();
         }
     }
-    s
 }
 
 fn options(mapping: Option<&str>) -> String {
@@ -277,4 +285,65 @@ fn rank_folders_are_parsed_once() {
         .as_string()
         .unwrap();
     assert!(msg.starts_with("dump.json: line 1, column"), "{msg}");
+}
+
+/// A side adopted from another session (the page's next load, with that side unchanged) is the
+/// same folder without parsing it again: the run equals a fresh session's, only the other side is
+/// parsed, node details work, and the session it came from is unchanged and still usable. A side
+/// not parsed yet is adopted too (parsed by the adopting session), and a file changed in the
+/// adopting session does not change the other one.
+#[wasm_bindgen_test]
+fn adopted_side_is_not_parsed_again() {
+    let mut fresh = loaded();
+    let want = run(&mut fresh, Some(MAPPING));
+
+    // The shown session: the NPU folder alone (a build graph).
+    let mut shown = Session::new();
+    add_npu(&mut shown);
+    let built = run(&mut shown, Some(MAPPING));
+    assert_eq!(built["graphType"], "build");
+    assert_eq!(shown.parsed_ranks(), 1);
+
+    // The next load: the NPU side adopted, the Bench side sent.
+    let mut next = Session::new();
+    next.adopt_side(&shown, "npu").unwrap();
+    add_bench(&mut next);
+    let l: serde_json::Value = serde_json::from_str(&next.layout().unwrap()).unwrap();
+    assert_eq!(l["npu"]["kind"], "files");
+    assert_eq!(run(&mut next, Some(MAPPING)), want);
+    assert_eq!(next.parsed_ranks(), 1, "only the Bench folder is parsed");
+    let d: serde_json::Value = serde_json::from_str(&next.node("npu", 1).unwrap()).unwrap();
+    let f: serde_json::Value = serde_json::from_str(&fresh.node("npu", 1).unwrap()).unwrap();
+    assert_eq!(d, f, "node details from the adopted side");
+    // The session it came from: unchanged, still usable.
+    assert_eq!(run(&mut shown, Some(MAPPING)), built);
+    assert_eq!(shown.parsed_ranks(), 1);
+    drop(shown);
+    assert_eq!(run(&mut next, None), run(&mut loaded(), None));
+
+    // A side that was not parsed yet: its bytes are shared, the adopting session parses it.
+    let mut raw = Session::new();
+    add_npu(&mut raw);
+    let mut other = Session::new();
+    other.adopt_side(&raw, "npu").unwrap();
+    add_bench(&mut other);
+    assert_eq!(run(&mut other, Some(MAPPING)), want);
+    assert_eq!(other.parsed_ranks(), 2);
+    assert_eq!(raw.parsed_ranks(), 0);
+    // A file changed in the adopting session: the other session keeps its own.
+    other
+        .add_file(
+            "npu",
+            "dump.json",
+            b"{\"task\": \"statistics\", \"data\": {\"x\": [1",
+        )
+        .unwrap();
+    let err = other.run(&options(Some(MAPPING))).unwrap_err();
+    let side = js_sys::Reflect::get(&err, &JsValue::from_str("side")).unwrap();
+    assert_eq!(side.as_string().as_deref(), Some("npu"));
+    assert_eq!(run(&mut raw, Some(MAPPING)), built);
+
+    let err = other.adopt_side(&raw, "gpu").unwrap_err();
+    let msg = js_sys::Reflect::get(&err, &JsValue::from_str("message")).unwrap();
+    assert!(msg.as_string().unwrap().starts_with("unknown side 'gpu'"));
 }

@@ -108,6 +108,8 @@ export function startApp(host) {
     layout: null,
     /** worker generation that holds the current session (-1: none) */
     sessionGen: -1,
+    /** the worker's id of the current session (newSession's `session`; -1: none), for `adoptSide` */
+    sessionId: -1,
     loadSeq: 0,
     /** a load or re-run is waiting for the worker */
     running: false,
@@ -339,7 +341,23 @@ export function startApp(host) {
   }
 
   /**
-   * Reads the chosen sources into a fresh session and runs. The shown result stays until this succeeds.
+   * Whether a side of a new load can be taken over from the shown result's session instead of being
+   * sent (and parsed) again: its source is the one that session holds, in the same slot of the core (a
+   * lone Bench folder sits in the npu slot, so it moves when an NPU folder joins it), and that session
+   * is still in this worker (not lost to a restart).
+   * @param {Side} side @param {Side} slot the side's slot in the new session
+   */
+  function adoptable(side, slot) {
+    const src = S.sources[side];
+    if (!src || src !== S.applied[side] || S.mode !== 'dump' || S.sessionId < 0 || S.sessionGen !== client.generation) return false;
+    const was = side === 'bench' && !S.applied.npu ? 'npu' : side;
+    return was === slot;
+  }
+
+  /**
+   * Reads the chosen sources into a fresh session and runs. A side the shown result's session holds
+   * unchanged is adopted from it (`adoptSide`: not sent, read or parsed again). The shown result stays
+   * until this succeeds.
    * @param {Side[]} changed
    */
   async function load(changed) {
@@ -368,10 +386,15 @@ export function startApp(host) {
       const slots = [];
       if (S.sources.npu) slots.push(['npu', 'npu', S.sources.npu]);
       if (S.sources.bench) slots.push([S.sources.npu ? 'bench' : 'npu', 'bench', S.sources.bench]);
-      await client.request({ type: 'newSession', roots: Object.fromEntries(slots.map(([slot, , src]) => [slot, src.root])) });
+      const started = await client.request({ type: 'newSession', roots: Object.fromEntries(slots.map(([slot, , src]) => [slot, src.root])) });
       for (const [slot, side, src] of slots) {
         const stage = side === 'npu' ? STAGES.readNpu : STAGES.readBench;
         try {
+          // The worker says no when the shown session is not the one named (the files are sent then).
+          if (adoptable(side, slot) && (await client.request({ type: 'adoptSide', side: slot, from: S.sessionId })).adopted) {
+            if (seq !== S.loadSeq) return;
+            continue;
+          }
           await sendFiles(
             client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq, chunkSize,
           );
@@ -400,6 +423,7 @@ export function startApp(host) {
       S.applied = { ...S.sources };
       S.layout = layout;
       S.sessionGen = client.generation;
+      S.sessionId = started.session;
       for (const s of SIDES) {
         setError(s);
         showSource(s);
@@ -452,7 +476,7 @@ export function startApp(host) {
       const slots = [];
       if (npu) slots.push(['npu', npu]);
       if (bench) slots.push([npu ? 'bench' : 'npu', bench]);
-      await client.request({ type: 'newSession', roots: Object.fromEntries(slots.map(([slot, src]) => [slot, src.root])) });
+      const started = await client.request({ type: 'newSession', roots: Object.fromEntries(slots.map(([slot, src]) => [slot, src.root])) });
       for (const [slot, src] of slots) await sendFiles(client, slot, src.files, () => {}, () => seq !== S.loadSeq, chunkSize);
       if (seq !== S.loadSeq) return;
       const again = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: opts }));
@@ -476,6 +500,7 @@ export function startApp(host) {
       if (seq !== S.loadSeq || S.result !== r) return;
       for (let i = 0; i < matched.length; i++) if (matched[i] !== r.npu.matched[i]) return;
       S.sessionGen = client.generation;
+      S.sessionId = started.session;
       renderMatchButtons();
       if (S.selection) loadDetails(S.selection.side, S.selection.index);
     } catch {
@@ -1096,6 +1121,7 @@ export function startApp(host) {
       S.sources = { npu: null, bench: null };
       S.applied = { npu: null, bench: null };
       S.sessionGen = client.generation;
+      S.sessionId = -1;
       const layout = {
         npu: { kind: /** @type {'steps' | 'ranks' | 'files'} */ (meta.steps.length > 1 ? 'steps' : meta.ranks.length > 1 ? 'ranks' : 'files'), steps: meta.steps, ranks: meta.ranks },
         bench: null,

@@ -117,6 +117,13 @@
  * @typedef {{id: number, type: 'newSession', roots: Partial<Record<Side, string>>}} NewSessionRequest
  *   Start a staging session; files go there until `run` succeeds, the displayed session stays usable meanwhile.
  *   `roots` names each side's chosen folder (the core puts it in front of paths in its messages).
+ *   Answers `{version, session}`: `session` identifies it (once it is the current one) for `adoptSide`.
+ * @typedef {{id: number, type: 'adoptSide', side: Side, from: number}} AdoptSideRequest
+ *   Instead of sending a side's files again: the staging session's `side` slot becomes a copy of the same
+ *   slot of the current session (core `adoptSide`: files, lazy files with their handles, parsed rank
+ *   folders shared, nothing read or parsed again), if the current session is the dump session `from`
+ *   (newSession's `session`). Answers `{adopted: false}` when it is not (no current session, another
+ *   one, an opened msprobe file, or a fresh worker): the page then sends the files.
  * @typedef {{id: number, type: 'fileBegin', side: Side, path: string, size: number}} FileBeginRequest
  * @typedef {{id: number, type: 'fileChunk', side: Side, path: string, chunk: ArrayBuffer}} FileChunkRequest
  *   The file ends implicitly when `size` bytes arrived; the result then says `done: true`.
@@ -151,7 +158,7 @@
  * @typedef {{id: number, type: 'exportMapping', yaml: string, pairs: [string, string][]}} ExportMappingRequest
  *   The layer mapping that reproduces `pairs` (NPU name, Bench name), merged into `yaml`
  *   (core `exportMappingReport`); answers {@link MappingExport}.
- * @typedef {InitRequest | NewSessionRequest | FileBeginRequest | FileChunkRequest | FileHandlesRequest | CheckRequest | LayoutRequest | RunRequest
+ * @typedef {InitRequest | NewSessionRequest | AdoptSideRequest | FileBeginRequest | FileChunkRequest | FileHandlesRequest | CheckRequest | LayoutRequest | RunRequest
  *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest
  *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest} Request
  */
@@ -196,7 +203,8 @@
  *   `fatal`: the core trapped (a Rust panic, or an allocation the wasm memory could not grow for: then
  *   the message says it was the browser's memory limit); the worker refuses further work and must be replaced.
  * @typedef {{id: number, type: 'result', value?: any}} ResultResponse
- *   `value` per request: init → `{version: string}`; fileChunk → `{done: boolean}`;
+ *   `value` per request: init → `{}`; newSession → `{version: string, session: number}`;
+ *   adoptSide → `{adopted: boolean}`; fileChunk → `{done: boolean}`;
  *   layout → `{npu: Layout | null, bench: Layout | null}`; run → {@link RunResult};
  *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; match → {@link Changes};
  *   openVis → {@link VisMeta}; runVis → {@link RunResult}; exportCsv → `{csv: string, rows: number}`;

@@ -37,14 +37,18 @@ let rootNames = {};
 let streamThreshold = STREAM_THRESHOLD;
 
 /**
- * The lazy files of each session: handles of the dump.json and tensor files, which the core reads
- * through the reader given with `setFileReader` (a dump.json in slices while parsing it, a tensor
- * when it compares it). `reads`: the tensor files read so far (`side/path`); `slices`: the reads
- * of JSON files (`side/path`, offset, length), and `slicesRun` how many of them the last run
+ * The state of each dump session: `id` (newSession's answer, which `adoptSide` names), and its lazy
+ * files: handles of the dump.json and tensor files (keyed `side + '\u0000' + path`), which the core
+ * reads through the reader given with `setFileReader` (a dump.json in slices while parsing it, a
+ * tensor when it compares it). `reads`: the tensor files read so far (`side/path`); `slices`: the
+ * reads of JSON files (`side/path`, offset, length), and `slicesRun` how many of them the last run
  * reported.
- * @type {WeakMap<Session, {handles: Map<string, Blob>, reads: string[], slices: SliceRead[], slicesRun: number}>}
+ * @typedef {{id: number, handles: Map<string, Blob>, reads: string[], slices: SliceRead[], slicesRun: number}} SessionState
+ * @type {WeakMap<Session, SessionState>}
  */
 const lazy = new WeakMap();
+/** The id of the last session made. */
+let sessionIds = 0;
 
 /** The request being handled (the reader posts its progress under its id). @type {Request | null} */
 let active = null;
@@ -59,8 +63,8 @@ let lastProgress = 0;
  * @param {Session} s
  */
 function attachReader(s) {
-  /** @type {{handles: Map<string, Blob>, reads: string[], slices: SliceRead[], slicesRun: number}} */
-  const state = { handles: new Map(), reads: [], slices: [], slicesRun: 0 };
+  /** @type {SessionState} */
+  const state = { id: ++sessionIds, handles: new Map(), reads: [], slices: [], slicesRun: 0 };
   lazy.set(s, state);
   s.setFileReader(
     (
@@ -171,7 +175,24 @@ async function handle(req) {
       attachReader(staging);
       rootNames = { ...(req.roots ?? {}) };
       for (const [side, name] of Object.entries(req.roots ?? {})) if (name) staging.setRootName(side, name);
-      post({ id, type: 'result', value: { version: Session.version() } });
+      post({ id, type: 'result', value: { version: Session.version(), session: lazy.get(staging)?.id } });
+      return;
+    }
+    case 'adoptSide': {
+      const s = need(staging);
+      const from = current instanceof Session && current !== s ? current : null;
+      const have = from ? lazy.get(from) : undefined;
+      const mine = lazy.get(s);
+      if (!from || !have || !mine || have.id !== req.from) {
+        post({ id, type: 'result', value: { adopted: false } });
+        return;
+      }
+      s.adoptSide(from, req.side);
+      // The core reads the adopted lazy files through this session's reader: give it their handles.
+      const prefix = req.side + '\u0000';
+      for (const k of [...mine.handles.keys()]) if (k.startsWith(prefix)) mine.handles.delete(k);
+      for (const [k, f] of have.handles) if (k.startsWith(prefix)) mine.handles.set(k, f);
+      post({ id, type: 'result', value: { adopted: true } });
       return;
     }
     case 'discardStaging': {

@@ -15,6 +15,7 @@ export class Session {
   appendChunk(side: string, path: string, bytes: Uint8Array | number[]): void;
   addLazyFile(side: string, path: string, size: number): void;
   setFileReader(reader: (side: string, path: string) => Uint8Array): void;
+  adoptSide(from: Session, side: string): void;
   clearSide(side: string): void;
   check(side: string): void;
   layout(): string;

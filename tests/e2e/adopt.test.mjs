@@ -1,0 +1,316 @@
+// A load keeps the unchanged side (issue #7, "drop -> first graph"): when one folder is chosen and the
+// other one is the folder the shown result's session holds (same core slot, same worker), the new
+// session adopts that side from the shown one (`adoptSide`): nothing of it is sent, read or parsed
+// again, and its lazy files (dump.json, tensors) stay readable. Everything else (a changed folder, a
+// side that moves slot, a worker restart, a session the worker no longer has) sends the files as
+// before. Checked on the real wasm core in Chromium: the worker's record of the JSON reads
+// (`jsonReads`), the messages the page sent, and the result against a fresh load and msprobe's numbers.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { writeSyntheticDump } from './synth.mjs';
+import { FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf } from './helpers.mjs';
+
+const MIX = path.join(FIX, 'qwen_mix_statistics');
+const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
+const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
+const RT = path.join(FIX, 'real_tensor');
+const size = (dir) => fs.statSync(path.join(dir, 'dump.json')).size;
+
+/** Records what the page posts to the worker (type, side, the session named, file paths). */
+function recordSent(page) {
+  return page.addInitScript(() => {
+    window.__sent = [];
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (msg, ...rest) {
+      if (msg && typeof msg === 'object') {
+        window.__sent.push({ type: msg.type, side: msg.side, from: msg.from, path: msg.path, files: Array.isArray(msg.files) ? msg.files.map((f) => f.path) : undefined });
+      }
+      return post.call(this, msg, ...rest);
+    };
+  });
+}
+
+/** Starts a new record of the sent messages. */
+async function resetSent(page) {
+  await page.evaluate(() => {
+    window.__sent = [];
+  });
+}
+
+/**
+ * What the last load did: the requests that concern each core slot (adopted, or files sent), the bytes
+ * of each lazy JSON file the core read, and whether the worker was (re)started.
+ */
+async function lastLoad(page) {
+  const { sent, reads } = await page.evaluate(() => ({ sent: window.__sent, reads: window.__probelens.lastResult?.jsonReads ?? [] }));
+  const bytes = {};
+  for (const r of reads) bytes[r.file] = (bytes[r.file] ?? 0) + r.length;
+  const of = (slot) => sent.filter((m) => m.side === slot && /^(adoptSide|fileHandles|fileBegin)$/.test(m.type)).map((m) => m.type);
+  return { npu: [...new Set(of('npu'))], bench: [...new Set(of('bench'))], bytes, inits: sent.filter((m) => m.type === 'init').length, sent };
+}
+
+/** Every column of the shown result that a fresh load must reproduce. */
+async function fullResult(page) {
+  return page.evaluate(() => {
+    const r = window.__probelens.lastResult;
+    const side = (g) => g && {
+      names: g.names,
+      parent: Array.from(g.parent),
+      precision: Array.from(g.precision, (p) => (Number.isNaN(p) ? null : p)),
+      matched: Array.from(g.matched),
+      overflow: g.overflow,
+    };
+    return { graphType: r.graphType, task: r.task, nodeColors: r.nodeColors, diagnostics: r.diagnostics, npu: side(r.npu), bench: side(r.bench) };
+  });
+}
+
+/** The visible card errors. */
+async function visibleErrors(page) {
+  return page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));
+}
+
+/** Asserts the shown result is the mix fixture's compare as msprobe made it (with its mapping). */
+function assertMix(sum) {
+  const rn = reference('qwen_mix_statistics', 'map', 0, 0, 'NPU');
+  const rb = reference('qwen_mix_statistics', 'map', 0, 0, 'Bench');
+  assert.equal(sum.graphType, 'compare');
+  assert.equal(sum.npu.nodes, rn.nodes);
+  assert.equal(sum.npu.matched, rn.matched);
+  assert.equal(sum.bench.nodes, rb.nodes);
+  assert.equal(sum.bench.matched, rb.matched);
+  assert.deepEqual(sum.npu.precision, rn.precision_index);
+}
+
+/** Chooses a folder for a side and waits for its load; returns the page state. */
+async function choose(page, side, dir, timeout = 60000) {
+  const n = await loads(page);
+  await page.setInputFiles(`#${side}-dir`, dir);
+  return waitLoad(page, n, timeout);
+}
+
+/** Clears a side and waits for the load that follows. */
+async function clear(page, side) {
+  const n = await loads(page);
+  await page.click(`#${side}-clear`);
+  return waitLoad(page, n);
+}
+
+/** Selects a node and waits for its details (or the message that replaces them). */
+async function detailsOf(page, side, i) {
+  await page.evaluate(([s, k]) => window.__probelens.select(s, k), [side, i]);
+  await page.waitForFunction(() => {
+    const d = document.getElementById('details');
+    return !!d.dataset.node || /unavailable|Could not/.test(d.textContent ?? '');
+  });
+  return page.evaluate(() => ({ node: document.getElementById('details').dataset.node, text: document.getElementById('details').textContent }));
+}
+
+describe('a load adopts the unchanged side from the shown session', () => {
+  let server;
+  let browser;
+  let tmp;
+  /** The mix pair loaded fresh (both folders sent and parsed in one load). */
+  let fresh;
+  before(async () => {
+    requireBuild();
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-adopt-'));
+    server = await startServer();
+    browser = await launch();
+    // The fresh load of both: the Bench folder alone (it sits in the core's npu slot), then the NPU
+    // folder: the Bench side moves to the bench slot, so nothing can be adopted and both are read.
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await recordSent(page);
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    await clear(page, 'bench');
+    await clear(page, 'npu');
+    assert.equal(await choose(page, 'bench', BENCH_PROC), 'ready');
+    assert.equal((await resultSummary(page)).graphType, 'build');
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
+    const l = await lastLoad(page);
+    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], ['fileHandles', 'fileBegin']], 'both sides sent');
+    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC), 'bench/dump.json': size(BENCH_PROC) }, 'both dump.json read');
+    fresh = await fullResult(page);
+    assertMix(await resultSummary(page));
+    assertClean();
+    await context.close();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  });
+
+  test('NPU folder, then Bench folder: the NPU side is adopted (not sent, its dump.json not read again), the result equals a fresh load; a changed folder is read again', async () => {
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await recordSent(page);
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    await clear(page, 'bench');
+    // The NPU folder alone: a build graph; the folder is read (checked, then built).
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
+    assert.equal((await resultSummary(page)).graphType, 'build');
+    let l = await lastLoad(page);
+    assert.deepEqual(l.npu, ['fileHandles', 'fileBegin']);
+    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC) });
+
+    // The Bench folder: the NPU side comes from the shown session.
+    await resetSent(page);
+    assert.equal(await choose(page, 'bench', BENCH_PROC), 'ready');
+    l = await lastLoad(page);
+    assert.deepEqual(l.npu, ['adoptSide'], 'the NPU side is adopted, none of its files sent');
+    assert.deepEqual(l.bench, ['fileHandles', 'fileBegin']);
+    assert.deepEqual(l.bytes, { 'bench/dump.json': size(BENCH_PROC) }, 'only the Bench dump.json is read');
+    assert.equal(l.inits, 0, 'same worker');
+    assert.deepEqual(await visibleErrors(page), []);
+    assert.deepEqual(await fullResult(page), fresh, 'the same result as a fresh load of both folders');
+    // Details of the adopted side's nodes (its stack and statistics come from the adopted dump).
+    const mlp = await indexOf(page, 'npu', 'Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0');
+    const d = await detailsOf(page, 'npu', mlp);
+    assert.equal(d.node, 'Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0', d.text);
+    assert.ok(await page.locator('#details-compare tr[data-side="npu"]').count() > 0, 'NPU tensor rows');
+
+    // The NPU folder chosen again (a new choice of files): it is read again, the Bench side adopted.
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
+    l = await lastLoad(page);
+    assert.deepEqual(l.npu, ['fileHandles', 'fileBegin']);
+    assert.deepEqual(l.bench, ['adoptSide']);
+    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC) }, 'the changed side is read, the other is not');
+    assert.deepEqual(await fullResult(page), fresh);
+
+    // Clearing the Bench side: the NPU folder alone again, adopted (a build, nothing read).
+    await resetSent(page);
+    assert.equal(await clear(page, 'bench'), 'ready');
+    l = await lastLoad(page);
+    assert.deepEqual([l.npu, l.bench, l.bytes], [['adoptSide'], [], {}]);
+    assert.equal((await resultSummary(page)).graphType, 'build');
+    assertClean();
+    await context.close();
+  });
+
+  test('after a failed load, a worker restart or a session the worker does not have, the files are sent again', async () => {
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await recordSent(page);
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    await clear(page, 'bench');
+    await choose(page, 'npu', NPU_PROC);
+    await choose(page, 'bench', BENCH_PROC);
+    const shown = await fullResult(page);
+    assert.deepEqual(shown, fresh);
+
+    // A broken NPU folder: the load fails (the error names the side), the shown result and its session stay.
+    const bad = path.join(tmp, 'bad');
+    fs.cpSync(NPU_PROC, bad, { recursive: true });
+    fs.writeFileSync(path.join(bad, 'dump.json'), '{"task": "statistics", "data": {"x": [1, 2');
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', bad), 'ready');
+    const errors = await visibleErrors(page);
+    assert.equal(errors.length, 1, errors.join('\n'));
+    assert.match(errors[0], /^npu-error: bad\/dump\.json: /);
+    assert.deepEqual(await fullResult(page), shown, 'the shown result is kept');
+    // The next load still adopts the Bench side from the shown session (the failed one was discarded).
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
+    let l = await lastLoad(page);
+    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], ['adoptSide']]);
+    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC) });
+    assert.deepEqual(await visibleErrors(page), []);
+    assert.deepEqual(await fullResult(page), fresh);
+
+    // The page names a session the worker does not hold (as if the page's record were stale): the
+    // worker refuses the adoption and the page sends the files.
+    await page.evaluate(() => {
+      window.__probelens.state.sessionId += 1000;
+    });
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
+    l = await lastLoad(page);
+    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], ['adoptSide', 'fileHandles', 'fileBegin']], 'adoption refused, Bench files sent');
+    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC), 'bench/dump.json': size(BENCH_PROC) });
+    assert.deepEqual(await fullResult(page), fresh);
+
+    // A load cancelled by a newer one: the worker is restarted and the shown session goes with it, so
+    // the next load sends both sides (the big NPU folder keeps the worker busy until the new choice).
+    const big = path.join(tmp, 'big');
+    writeSyntheticDump(big, { modules: 1000, apisPerModule: 49 });
+    let n = await loads(page);
+    await resetSent(page);
+    await page.setInputFiles('#npu-dir', big);
+    await page.waitForFunction(() => /Checking NPU files|Reading NPU files/.test(document.getElementById('progress-stage').textContent ?? ''));
+    await page.setInputFiles('#npu-dir', NPU_PROC);
+    await page.waitForFunction((k) => Number(document.body.dataset.loads ?? 0) > k && document.body.dataset.state === 'ready', n, { timeout: 60000 });
+    l = await lastLoad(page);
+    assert.equal(l.inits, 1, 'the worker was restarted');
+    const afterRestart = l.sent.slice(l.sent.findIndex((m) => m.type === 'init'));
+    assert.deepEqual(afterRestart.filter((m) => m.type === 'adoptSide'), [], 'nothing adopted in the new worker');
+    assert.ok(afterRestart.some((m) => m.type === 'fileHandles' && m.side === 'bench'), 'the Bench side sent again');
+    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC), 'bench/dump.json': size(BENCH_PROC) });
+    assert.deepEqual(await visibleErrors(page), []);
+    assert.deepEqual(await fullResult(page), fresh);
+    // And the new worker's session is adopted from in turn.
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
+    l = await lastLoad(page);
+    assert.deepEqual([l.bench, l.bytes], [['adoptSide'], { 'npu/dump.json': size(NPU_PROC) }]);
+    assertClean();
+    await context.close();
+  });
+
+  test('real tensors of an adopted side are read from its files (the compare needs them after the adoption)', async () => {
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await recordSent(page);
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.uncheck('#opt-lm');
+    await waitLoad(page, n);
+    await clear(page, 'bench');
+    const npu = path.join(RT, 'npu', 'step0', 'proc9305');
+    const bench = path.join(RT, 'bench', 'step0', 'proc9393');
+    assert.equal(await choose(page, 'npu', npu, 120000), 'ready');
+    const built = await page.evaluate(() => ({ type: window.__probelens.lastResult.graphType, reads: window.__probelens.lastResult.tensorReads }));
+    assert.deepEqual(built, { type: 'build', reads: [] }, 'a build reads no tensor');
+    await resetSent(page);
+    assert.equal(await choose(page, 'bench', bench, 120000), 'ready');
+    const l = await lastLoad(page);
+    assert.deepEqual([l.npu, l.bytes], [['adoptSide'], { 'bench/dump.json': size(bench) }]);
+    const r = await page.evaluate(() => ({ reads: window.__probelens.lastResult.tensorReads, diagnostics: window.__probelens.lastResult.diagnostics }));
+    // Unreadable tensors would be 'unsupported' metrics with a warning; msprobe's verdicts need them all.
+    assert.deepEqual(r.diagnostics.filter((d) => /\.pt|tensor/i.test(d.message)), []);
+    const npuReads = r.reads.filter((p) => p.startsWith('npu/dump_tensor_data/'));
+    assert.ok(npuReads.length > 0, `the adopted NPU side's tensors were read: ${r.reads}`);
+    for (const p of npuReads) assert.ok(fs.existsSync(path.join(npu, p.slice('npu/'.length))), p);
+    const sum = await resultSummary(page);
+    const rn = reference('real_tensor', 'nomap', 0, 0, 'NPU');
+    assert.deepEqual([sum.npu.nodes, sum.npu.matched, sum.npu.precision], [rn.nodes, rn.matched, rn.precision_index], 'msprobe\'s real-tensor verdicts');
+    // The details of a compared node show the metrics computed from the adopted side's tensors, and a
+    // manual re-match reads them again (after an unmatch and undo).
+    const leaf = await page.evaluate(() => {
+      const g = window.__probelens.lastResult.npu;
+      const i = g.names.findIndex((nm, k) => g.subtreeEnd[k] === k + 1 && g.matched[k] >= 0 && nm.startsWith('Functional.linear.'));
+      return { i, name: g.names[i] };
+    });
+    assert.ok(leaf.i > 0);
+    const cosines = async () => {
+      assert.equal((await detailsOf(page, 'npu', leaf.i)).node, leaf.name);
+      await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').length > 0);
+      return page.locator('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').allTextContents();
+    };
+    const before = await cosines();
+    assert.ok(before.some((c) => /^-?\d/.test(c)), `numeric Cosine values: ${before}`);
+    await page.click('#unmatch-btn');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] === -1, leaf.i);
+    await page.keyboard.press('Control+z');
+    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, leaf.i);
+    assert.deepEqual(await cosines(), before, 'the re-matched pair has its metrics again');
+    assertClean();
+    await context.close();
+  });
+});
