@@ -757,7 +757,7 @@ pub(crate) struct Row {
 
 impl Row {
     pub(crate) fn is_output(&self) -> bool {
-        self.n_name.contains(".output.")
+        crate::has(&self.n_name, ".output.")
     }
     /// The compare columns of the row (consumes it: the cells move, nothing is copied).
     fn into_columns(self, mode: Mode) -> ItemResult {
@@ -1396,7 +1396,7 @@ impl ApiRows {
             if !bench_named(r) || r.n_name == "N/A" {
                 continue;
             }
-            if r.b_name.contains("qkv") || r.b_name.contains("gate_up") {
+            if crate::has(&r.b_name, "qkv") || crate::has(&r.b_name, "gate_up") {
                 continue;
             }
             if !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {

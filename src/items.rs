@@ -389,6 +389,8 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
             file,
         )?;
     } else {
+        // The suffixes below are not the field "parameters_grad".
+        let grad = in_grad(op_name);
         for (key, suffix, state) in [
             (k::INPUT_ARGS, ".input", State::Input),
             (k::INPUT_KWARGS, ".input", State::Input),
@@ -398,16 +400,7 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
         ] {
             if let Some(v) = store.obj(entry).get(key) {
                 let name = format!("{op_name}{suffix}");
-                op_item_parse(
-                    store,
-                    Some(v),
-                    &name,
-                    in_grad(&name),
-                    state,
-                    0,
-                    &mut out,
-                    file,
-                )?;
+                op_item_parse(store, Some(v), &name, grad, state, 0, &mut out, file)?;
             }
         }
     }
@@ -683,7 +676,8 @@ pub fn input_output(store: &Store, items: Vec<Item>) -> (ItemMap, ItemMap) {
         if item.full_op_name.is_empty() {
             continue;
         }
-        if item.full_op_name.contains(".output.") && !item.full_op_name.contains(".input.") {
+        if crate::has(&item.full_op_name, ".output.") && !crate::has(&item.full_op_name, ".input.")
+        {
             let key = item.full_op_name.clone();
             dict_insert(&mut output, key, item);
         } else {

@@ -69,3 +69,38 @@ pub(crate) fn join2<A: Send, B: Send>(
         _ => unreachable!("both closures ran just above"),
     }
 }
+
+/// `hay.contains(needle)` for the short names the compare path tests per item. On wasm32, std's
+/// substring search sets up a two-way searcher per call (x86-64 has a SIMD path), which cost
+/// more than these scans of a few dozen bytes.
+#[inline]
+pub(crate) fn has(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    let Some((&first, _)) = n.split_first() else {
+        return true;
+    };
+    h.len() >= n.len() && (0..=h.len() - n.len()).any(|i| h[i] == first && h[i..].starts_with(n))
+}
+
+#[cfg(test)]
+mod has_tests {
+    #[test]
+    fn has_is_contains() {
+        let cases = [
+            "",
+            "a",
+            ".output.",
+            "x.output.y",
+            "x.output",
+            "output.",
+            "..output..",
+            "qkv_proj",
+            "éqkvé",
+        ];
+        for h in cases {
+            for n in ["", ".output.", "qkv", "output", "é", "x"] {
+                assert_eq!(super::has(h, n), h.contains(n), "{h:?} {n:?}");
+            }
+        }
+    }
+}
