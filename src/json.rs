@@ -920,9 +920,8 @@ impl<'a> Reader<'a> {
                     // result is far from the subnormals).
                     let k = e10.unsigned_abs() as usize;
                     let s = mant.leading_zeros() + 64;
-                    let n = u128::from(mant) << s;
-                    let d = u128::from(POW5[k]);
-                    let q2 = (n / d) << 1 | u128::from(n % d != 0);
+                    let (q, rem) = div_shifted(mant << (s - 64), POW5[k]);
+                    let q2 = q << 1 | u128::from(rem);
                     let scale = s as u64 + 1 + k as u64;
                     Some(q2 as f64 * f64::from_bits((1023 - scale) << 52))
                 } else if (0..=22).contains(&e10) {
@@ -1484,6 +1483,34 @@ mod fast_path_tests {
         }
     }
 
+    /// The wide division of the decimal fast path agrees with `u128` division.
+    #[test]
+    fn wide_division_matches_u128() {
+        let mut g = Lcg(11);
+        let mut cases: Vec<(u64, u64)> = vec![
+            (u64::MAX, 1),
+            (u64::MAX, u64::MAX),
+            (1 << 63, 7_450_580_596_923_828_125),
+            (u64::MAX, 5),
+            (1, 3),
+            (0, 9),
+        ];
+        for _ in 0..1_000_000 {
+            let hi = g.next() << 1 | (g.next() & 1);
+            let d = match g.below(3) {
+                0 => POW5[1 + g.below(27) as usize],
+                1 => (g.next() >> g.below(64)).max(1),
+                _ => g.next().max(1),
+            };
+            cases.push((hi, d));
+        }
+        for (hi, d) in cases {
+            let n = u128::from(hi) << 64;
+            let want = (n / u128::from(d), n % u128::from(d) != 0);
+            assert_eq!(div_shifted(hi, d), want, "{hi} / {d}");
+        }
+    }
+
     #[test]
     fn eight_digits_match_their_value() {
         let mut g = Lcg(3);
@@ -1588,6 +1615,49 @@ pub fn parse(buf: &[u8]) -> Result<(Store, Val), SyntaxError> {
     let v = r.value(&mut store, 0)?;
     r.end()?;
     Ok((store, v))
+}
+
+/// `(hi << 64) / d` and whether a remainder is left (`d > 0`): two 64-bit divisions and one of a
+/// 128-bit number by a 64-bit one whose quotient fits 64 bits. `u128` division is a library call
+/// (`__udivti3`) on wasm32 that costs several times more.
+fn div_shifted(hi: u64, d: u64) -> (u128, bool) {
+    let (q1, r1) = (hi / d, hi % d);
+    let (q0, r0) = div_128_by_64(r1, d);
+    ((u128::from(q1) << 64) | u128::from(q0), r0 != 0)
+}
+
+/// `(u1 << 64) / v` and its remainder for `u1 < v`: Knuth's algorithm D with 32-bit digits
+/// (Hacker's Delight, `divlu`).
+fn div_128_by_64(u1: u64, v: u64) -> (u64, u64) {
+    const B: u64 = 1 << 32;
+    let s = v.leading_zeros();
+    let v = v << s;
+    let (vn1, vn0) = (v >> 32, v & (B - 1));
+    // The numerator (u1:0) shifted left by s (u1 < v keeps it within 128 bits); its low word
+    // and so both its low digits are 0.
+    let un32 = u1 << s;
+    let mut q1 = un32 / vn1;
+    let mut rhat = un32 - q1 * vn1;
+    // q1 * vn0 is only formed below B * B (the test of q1 >= B comes first).
+    while q1 >= B || q1 * vn0 > rhat << 32 {
+        q1 -= 1;
+        rhat += vn1;
+        if rhat >= B {
+            break;
+        }
+    }
+    let un21 = (un32 << 32).wrapping_sub(q1.wrapping_mul(v));
+    let mut q0 = un21 / vn1;
+    rhat = un21 - q0 * vn1;
+    while q0 >= B || q0 * vn0 > rhat << 32 {
+        q0 -= 1;
+        rhat += vn1;
+        if rhat >= B {
+            break;
+        }
+    }
+    let rem = ((un21 << 32).wrapping_sub(q0.wrapping_mul(v))) >> s;
+    ((q1 << 32) + q0, rem)
 }
 
 #[cfg(test)]
