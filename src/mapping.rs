@@ -231,9 +231,11 @@ impl LayerMapping {
     ) -> Option<&Rule> {
         let child = scope[idx + 1];
         let type_name = &trie.nodes[cur].type_name;
+        // `".".join(scope[idx + 1..end]) == r.src`; the segments hold no '.' (they were split on
+        // it), so the joined text equals `src` exactly when `src` splits into them.
         let applies = |r: &&Rule| {
             let end = (idx + 1 + r.level).min(scope.len());
-            scope[idx + 1..end].join(".") == r.src
+            r.src.split('.').eq(scope[idx + 1..end].iter().copied())
         };
         if !self.scoped.is_empty() {
             let keys = scoped_at
