@@ -4,9 +4,9 @@
 //   python3 bench/gen_scale.py --template tests/fixtures/qwen_mix_statistics/npu/step0/proc23598 \
 //       --layers 1730 --api_repeat 19 --out /tmp/probelens-2g      # dump.json 2.1 GB (+ 0.5 GB construct)
 //   node bench/big.mjs /tmp/probelens-2g
-// Serves dist/, opens it in headless Debian Chromium (software rendering), waits for the demo,
-// *Clear*s the Bench side, then chooses DIR as the NPU folder through the folder input (as a user
-// would) and follows the load: the progress stages with their times, the end state, the message,
+// Serves dist/, opens it in headless Debian Chromium (software rendering), waits for the demo, then
+// chooses DIR as the NPU folder through the folder input (as a user would; it replaces the demo, so
+// it loads alone: a build graph) and follows the load: the progress stages with their times, the end state, the message,
 // the wasm memory, and the peak RSS of the browser's processes (sampled with ps every 0.5 s).
 // After the load it checks what the user is left with: the page answers, the shown result (the
 // demo, or DIR's graph), a node's details, and a new load of the demo in the (fresh) worker.
@@ -62,14 +62,11 @@ try {
   page.on('crash', () => crashed.push(Date.now()));
   await page.goto(server.url);
   await waitLoad(page, 0, 120000);
-  let n = await loads(page);
-  await page.click('#bench-clear');
-  await waitLoad(page, n, 120000);
   const before = await page.evaluate(() => ({ nodes: window.__probelens.lastResult?.npu.names.length, root: window.__probelens.lastResult?.npu.names[0] }));
 
   let peak = [0, 0];
   const stages = [];
-  n = await loads(page);
+  let n = await loads(page);
   const t0 = Date.now();
   const sampler = setInterval(() => {
     const [s, m] = chromiumRss();

@@ -3,8 +3,8 @@
 //   node bench/browser.mjs NPU_DIR BENCH_DIR     # the scale pair, then the wide module
 //   node bench/browser.mjs --wide-only           # only the wide module
 // Serves dist/ (npm run build first), opens it in headless Debian Chromium (software rendering),
-// clears the demo's Bench side, chooses the two folders through the page's folder inputs (the NPU
-// folder alone first: a build view) with the Qwen2.5 mapping, and reports,
+// chooses the two folders through the page's folder inputs (the NPU folder alone first: it replaces
+// the demo, a build view) with the Qwen2.5 mapping, and reports,
 // as medians of BENCH_RUNS runs: drop -> first graph drawn, the worker's run() time, the wasm
 // memory after the run, expand-all latency, the frame time while panning/zooming with every node
 // expanded, and selection latency.
@@ -95,11 +95,8 @@ try {
     let n = await loads(page);
     await page.setInputFiles('#mapping-file', mapping);
     await waitLoad(page, n, 120000);
-    // The NPU side first (a build view: the demo's Bench side is cleared first, which the NPU folder
-    // could not be compared with), then the timed drop of the Bench side -> compare.
-    n = await loads(page);
-    await page.click('#bench-clear');
-    await waitLoad(page, n, 120000);
+    // The NPU side first (it replaces the demo, whose Bench side the page clears: a build view), then
+    // the timed drop of the Bench side -> compare.
     n = await loads(page);
     await page.setInputFiles('#npu-dir', npuDir);
     await waitLoad(page, n, 600000);

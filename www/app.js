@@ -55,8 +55,11 @@ import { MappingPanel } from './mappingpanel.js';
  * @property {{name: string, text: string} | null} mapping
  */
 
-/** `root`: the chosen folder's name ('' for loose files), which the core puts in front of paths in messages. */
-/** @typedef {{label: string, root: string, files: SourceFile[]}} Source */
+/**
+ * `root`: the chosen folder's name ('' for loose files), which the core puts in front of paths in messages.
+ * `demo`: the bundled demo's folder (set by loadDemo; a folder the user chooses replaces the demo as a whole).
+ * @typedef {{label: string, root: string, files: SourceFile[], demo?: boolean}} Source
+ */
 /** @typedef {{key: string, name: string, text: string}} MappingChoice */
 
 /** @param {string} id */
@@ -893,22 +896,36 @@ export function startApp(host) {
     });
     for (const zone of [$(`${side}-card`), $(`${side}-pane`)]) installDrop(zone, side);
   }
+  /** Empties a side's card (the *Clear* button; the next load has no folder on that side). @param {Side} side */
+  function clearSource(side) {
+    S.sources[side] = null;
+    showSource(side);
+    setError(side);
+  }
   for (const side of SIDES) {
     $(`${side}-clear`).addEventListener('click', () => {
       if (!S.sources[side]) return;
-      S.sources[side] = null;
-      showSource(side);
-      setError(side);
+      clearSource(side);
       load([side]);
     });
   }
 
-  /** @param {Side} side @param {Source} src */
+  /**
+   * A folder the user chose for a side. While the other side still holds the demo's folder, the user's
+   * folder replaces the demo as a whole: the demo's other side is cleared (as its *Clear* does), so the
+   * load shows the user's folder alone (a build graph) instead of comparing it with an unrelated demo
+   * dump, whose layout may not even agree; the folder then chosen for the other side compares with it
+   * (an NPU folder shown alone is adopted from this load's session, not read again). The mapping
+   * choice stays (the demo's is a real Qwen2.5 mapping, likely the kind of model the user compares).
+   * @param {Side} side @param {Source} src
+   */
   function setSource(side, src) {
     if (!src.files.length) {
       setError(side, `${src.label}: no msprobe .json files (dump.json, construct.json, stack.json) found`);
       return;
     }
+    const other = otherSide(side);
+    if (S.sources[other]?.demo) clearSource(other);
     S.sources[side] = src;
     showSource(side);
     load([side]);
@@ -1026,7 +1043,7 @@ export function startApp(host) {
     try {
       progress('Reading the demo');
       const demo = await host.loadDemo();
-      S.sources = { npu: { ...demo.npu, root: demo.npu.label }, bench: { ...demo.bench, root: demo.bench.label } };
+      S.sources = { npu: { ...demo.npu, root: demo.npu.label, demo: true }, bench: { ...demo.bench, root: demo.bench.label, demo: true } };
       for (const s of SIDES) showSource(s);
       if (demo.mapping) {
         addMapping({ key: 'demo', name: `demo: ${demo.mapping.name}`, text: demo.mapping.text });

@@ -11,46 +11,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { writeSyntheticDump } from './synth.mjs';
-import { FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf } from './helpers.mjs';
+import {
+  FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf,
+  recordSent, resetSent, lastLoad, visibleErrors, choose, clear,
+} from './helpers.mjs';
 
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
 const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
 const RT = path.join(FIX, 'real_tensor');
 const size = (dir) => fs.statSync(path.join(dir, 'dump.json')).size;
-
-/** Records what the page posts to the worker (type, side, the session named, file paths). */
-function recordSent(page) {
-  return page.addInitScript(() => {
-    window.__sent = [];
-    const post = Worker.prototype.postMessage;
-    Worker.prototype.postMessage = function (msg, ...rest) {
-      if (msg && typeof msg === 'object') {
-        window.__sent.push({ type: msg.type, side: msg.side, from: msg.from, path: msg.path, files: Array.isArray(msg.files) ? msg.files.map((f) => f.path) : undefined });
-      }
-      return post.call(this, msg, ...rest);
-    };
-  });
-}
-
-/** Starts a new record of the sent messages. */
-async function resetSent(page) {
-  await page.evaluate(() => {
-    window.__sent = [];
-  });
-}
-
-/**
- * What the last load did: the requests that concern each core slot (adopted, or files sent), the bytes
- * of each lazy JSON file the core read, and whether the worker was (re)started.
- */
-async function lastLoad(page) {
-  const { sent, reads } = await page.evaluate(() => ({ sent: window.__sent, reads: window.__probelens.lastResult?.jsonReads ?? [] }));
-  const bytes = {};
-  for (const r of reads) bytes[r.file] = (bytes[r.file] ?? 0) + r.length;
-  const of = (slot) => sent.filter((m) => m.side === slot && /^(adoptSide|fileHandles|fileBegin)$/.test(m.type)).map((m) => m.type);
-  return { npu: [...new Set(of('npu'))], bench: [...new Set(of('bench'))], bytes, inits: sent.filter((m) => m.type === 'init').length, sent };
-}
 
 /** Every column of the shown result that a fresh load must reproduce. */
 async function fullResult(page) {
@@ -67,11 +37,6 @@ async function fullResult(page) {
   });
 }
 
-/** The visible card errors. */
-async function visibleErrors(page) {
-  return page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));
-}
-
 /** Asserts the shown result is the mix fixture's compare as msprobe made it (with its mapping). */
 function assertMix(sum) {
   const rn = reference('qwen_mix_statistics', 'map', 0, 0, 'NPU');
@@ -82,20 +47,6 @@ function assertMix(sum) {
   assert.equal(sum.bench.nodes, rb.nodes);
   assert.equal(sum.bench.matched, rb.matched);
   assert.deepEqual(sum.npu.precision, rn.precision_index);
-}
-
-/** Chooses a folder for a side and waits for its load; returns the page state. */
-async function choose(page, side, dir, timeout = 60000) {
-  const n = await loads(page);
-  await page.setInputFiles(`#${side}-dir`, dir);
-  return waitLoad(page, n, timeout);
-}
-
-/** Clears a side and waits for the load that follows. */
-async function clear(page, side) {
-  const n = await loads(page);
-  await page.click(`#${side}-clear`);
-  return waitLoad(page, n);
 }
 
 /** Selects a node and waits for its details (or the message that replaces them). */

@@ -3,8 +3,8 @@
 // mapping file input (#mapping-file).
 //
 // Every case starts from a page with a valid result (the bundled demo, re-run without its mapping,
-// as the CLI runs without -lm), then chooses the case's npu/ folder, its bench/ folder (or *Clear*s
-// the Bench side for a build case) and, last, its layer_mapping.yaml. `materialize.txt` cases are
+// as the CLI runs without -lm), then chooses the case's npu/ folder (which replaces the demo as a
+// whole: alone, a build graph), its bench/ folder if it has one and, last, its layer_mapping.yaml. `materialize.txt` cases are
 // made in a temp copy as the Rust test makes them (the 10,000-deep construct.json chains; the sparse
 // 4 GiB dump.json, one byte over the limit, which the page refuses from its size before reading it).
 //
@@ -109,6 +109,19 @@ function cardOf(line) {
   throw new Error(`no card for ${line}`);
 }
 
+/** The names of the entries under `data` of every dump.json below a dump root (none without `data`). @param {string} root */
+function dumpedNames(root) {
+  const out = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(path.join(d, e.name));
+      else if (e.name === 'dump.json') out.push(...Object.keys(JSON.parse(fs.readFileSync(path.join(d, e.name), 'utf8')).data ?? {}));
+    }
+  };
+  walk(root);
+  return out;
+}
+
 /** Node names and match counts per side of msprobe's db of a case. */
 let SQL = null;
 async function msprobeGraphs(name) {
@@ -174,10 +187,10 @@ async function loadCase(page, url, dir) {
   let n = await loads(page);
   await page.uncheck('#opt-lm');
   assert.equal(await waitLoad(page, n, CASE_TIMEOUT), 'ready');
+  // The NPU folder replaces the demo (its Bench side is cleared): without a Bench folder it stays alone.
   /** @type {(() => Promise<void>)[]} */
   const steps = [() => page.setInputFiles('#npu-dir', path.join(dir, 'npu'))];
   if (fs.existsSync(path.join(dir, 'bench'))) steps.push(() => page.setInputFiles('#bench-dir', path.join(dir, 'bench')));
-  else steps.push(() => page.click('#bench-clear'));
   const yaml = path.join(dir, 'layer_mapping.yaml');
   if (fs.existsSync(yaml)) steps.push(() => page.setInputFiles('#mapping-file', yaml));
   let before = null;
@@ -216,16 +229,28 @@ async function runCase(browser, url, allowed, name, tmp, tag) {
       });
       assert.equal(shown.outline, shown.nodes, `${name}: the outline shows the previous graph`);
       assert.ok(shown.drawn > 0, `${name}: the previous graph is drawn (${shown.drawn} boxes)`);
-      // A node's details still open (a matched leaf with tensors when there is one).
-      const pick = await page.evaluate(() => {
-        const g = window.__probelens.lastResult.npu;
+      // A node's details still open. On a compare (the demo), a matched leaf, with its tensors. On the
+      // case's NPU folder alone (a build: it loaded alone, only its compare with the Bench folder
+      // failed), the last node its dump.json has data for, with its tensors; when the dump has none
+      // (no `data`), the root, whose details say it has no tensor data.
+      const dumped = before.bench ? [] : dumpedNames(path.join(dir, 'npu'));
+      const pick = await page.evaluate((dumped) => {
+        const r = window.__probelens.lastResult;
+        const g = r.npu;
+        const has = new Set(dumped);
         let i = g.names.length - 1;
-        while (i > 0 && g.matched[i] < 0) i--;
-        return { i, name: g.names[i] };
-      });
+        if (r.bench) while (i > 0 && g.matched[i] < 0) i--;
+        else while (i > 0 && !has.has(g.names[i])) i--;
+        return { i, name: g.names[i], tensors: !!r.bench || has.has(g.names[i]) };
+      }, dumped);
+      assert.ok(pick.tensors || !dumped.length, `${name}: a node with data in the shown build`);
       await page.evaluate((i) => window.__probelens.select('npu', i), pick.i);
       await page.waitForFunction((nm) => document.getElementById('details').dataset.node === nm, pick.name, { timeout: 10000 });
-      await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"]').length > 0, null, { timeout: 10000 });
+      if (pick.tensors) {
+        await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"]').length > 0, null, { timeout: 10000 });
+      } else {
+        assert.equal(await page.locator('#details-compare').textContent(), 'This node has no tensor data.');
+      }
     } else {
       assert.deepEqual(errors, {}, `${name}: no error shown`);
       assert.equal(await page.evaluate(() => document.body.dataset.state), 'ready');

@@ -219,3 +219,57 @@ export async function readOutline(page, side) {
 export async function indexOf(page, side, name) {
   return page.evaluate(([s, n]) => window.__probelens.lastResult[s].names.indexOf(n), [side, name]);
 }
+
+// ---------------------------------------------------------------- what a load sent and read
+
+/** Records what the page posts to the worker (type, side, the session named, file paths). */
+export function recordSent(page) {
+  return page.addInitScript(() => {
+    window.__sent = [];
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (msg, ...rest) {
+      if (msg && typeof msg === 'object') {
+        window.__sent.push({ type: msg.type, side: msg.side, from: msg.from, path: msg.path, files: Array.isArray(msg.files) ? msg.files.map((f) => f.path) : undefined });
+      }
+      return post.call(this, msg, ...rest);
+    };
+  });
+}
+
+/** Starts a new record of the sent messages. */
+export async function resetSent(page) {
+  await page.evaluate(() => {
+    window.__sent = [];
+  });
+}
+
+/**
+ * What the last load did: the requests that concern each core slot (adopted, or files sent), the bytes
+ * of each lazy JSON file the core read, and whether the worker was (re)started.
+ */
+export async function lastLoad(page) {
+  const { sent, reads } = await page.evaluate(() => ({ sent: window.__sent, reads: window.__probelens.lastResult?.jsonReads ?? [] }));
+  const bytes = {};
+  for (const r of reads) bytes[r.file] = (bytes[r.file] ?? 0) + r.length;
+  const of = (slot) => sent.filter((m) => m.side === slot && /^(adoptSide|fileHandles|fileBegin)$/.test(m.type)).map((m) => m.type);
+  return { npu: [...new Set(of('npu'))], bench: [...new Set(of('bench'))], bytes, inits: sent.filter((m) => m.type === 'init').length, sent };
+}
+
+/** The visible card errors. */
+export async function visibleErrors(page) {
+  return page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));
+}
+
+/** Chooses a folder for a side and waits for its load; returns the page state. */
+export async function choose(page, side, dir, timeout = 60000) {
+  const n = await loads(page);
+  await page.setInputFiles(`#${side}-dir`, dir);
+  return waitLoad(page, n, timeout);
+}
+
+/** Clears a side and waits for the load that follows. */
+export async function clear(page, side) {
+  const n = await loads(page);
+  await page.click(`#${side}-clear`);
+  return waitLoad(page, n);
+}

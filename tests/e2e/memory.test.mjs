@@ -23,6 +23,7 @@ import { FIX, requireBuild, launch, startServer, openPage, servedAllowlist, load
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
 const NPU_STEP = path.join(MIX, 'npu', 'step0');
+const BENCH_STEP = path.join(MIX, 'bench', 'step0');
 const MLP = 'Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0';
 const MIB = 1024 * 1024;
 
@@ -165,9 +166,15 @@ describe('the browser memory limit', () => {
     await page.click('#undo-btn');
     await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, mlp);
     assert.deepEqual(await resultSummary(page), demo, 'undo in the restored session');
-    // The new worker loads the next folder (the fixture's NPU side against the demo's Bench side).
+    // The new worker loads the next folders: the fixture's NPU side (alone: the first choice replaced
+    // the demo, its Bench side cleared), then its Bench side.
     n = await loads(page);
     await page.setInputFiles('#npu-dir', NPU_STEP);
+    assert.equal(await waitLoad(page, n), 'ready');
+    assert.deepEqual(await visibleErrors(page), []);
+    assert.equal((await resultSummary(page)).graphType, 'build');
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', BENCH_STEP);
     assert.equal(await waitLoad(page, n), 'ready');
     assert.deepEqual(await visibleErrors(page), []);
     const sum = await resultSummary(page);

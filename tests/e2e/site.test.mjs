@@ -80,12 +80,10 @@ describe('served site', () => {
     const tensorDir = path.join(npuDir, 'dump_tensor_data');
     fs.copyFileSync(path.join(tensorDir, fs.readdirSync(tensorDir).sort()[0]), path.join(tensorDir, 'Not.named.in.dump.json.pt'));
     try {
+      // The NPU folder alone (it replaces the demo, whose Bench side is cleared) is a build graph:
+      // nothing is compared, no tensor is read.
       n = await loads(page);
       await page.setInputFiles('#npu-dir', npuDir);
-      await waitLoad(page, n, 120000);
-      // The NPU folder alone is a build graph: nothing is compared, no tensor is read.
-      n = await loads(page);
-      await page.click('#bench-clear');
       await waitLoad(page, n, 120000);
       const built = await page.evaluate(() => ({ type: window.__probelens.lastResult.graphType, reads: window.__probelens.lastResult.tensorReads }));
       assert.deepEqual(built, { type: 'build', reads: [] });
@@ -564,18 +562,30 @@ describe('served site', () => {
     const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
     await page.goto(server.url);
     await waitLoad(page, 0);
+    const assertBuild = async () => {
+      const sum = await resultSummary(page);
+      assert.equal(sum.graphType, 'build');
+      assert.equal(sum.bench, null);
+      assert.equal(sum.npu.nodes, reference('qwen_single_graph', 'build_npu', 0, 0, 'NPU').nodes);
+      assert.equal(await page.isVisible('#bench-pane'), false);
+      assert.match(await page.locator('#summary').textContent(), /build graph/);
+    };
+    // The NPU folder chosen over the demo replaces it (the demo's Bench side is cleared): alone.
     let n = await loads(page);
     await page.setInputFiles('#npu-dir', path.join(FIX, 'qwen_single_graph', 'npu'));
     await waitLoad(page, n);
+    assert.equal(await page.locator('#bench-src').textContent(), 'drop a dump folder here');
+    await assertBuild();
+    // With a Bench folder it is a compare; *Clear* of the Bench side makes it alone again.
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', path.join(FIX, 'qwen_single_graph', 'bench_L0'));
+    await waitLoad(page, n);
+    assert.equal((await resultSummary(page)).graphType, 'compare');
+    assert.equal(await page.isVisible('#bench-pane'), true);
     n = await loads(page);
     await page.click('#bench-clear');
     await waitLoad(page, n);
-    const sum = await resultSummary(page);
-    assert.equal(sum.graphType, 'build');
-    assert.equal(sum.bench, null);
-    assert.equal(sum.npu.nodes, reference('qwen_single_graph', 'build_npu', 0, 0, 'NPU').nodes);
-    assert.equal(await page.isVisible('#bench-pane'), false);
-    assert.match(await page.locator('#summary').textContent(), /build graph/);
+    await assertBuild();
     await page.screenshot({ path: path.join(OUT, 'served-build.png') });
     assertClean();
     await context.close();
@@ -668,35 +678,22 @@ describe('served site: big inputs', () => {
       const post = Worker.prototype.postMessage;
       Worker.prototype.postMessage = function (msg, ...rest) {
         if (msg && typeof msg === 'object') {
-          window.__sent.push({ type: msg.type, path: msg.path, files: Array.isArray(msg.files) ? msg.files.map((f) => f.path) : undefined });
+          window.__sent.push({ type: msg.type, side: msg.side, path: msg.path, files: Array.isArray(msg.files) ? msg.files.map((f) => f.path) : undefined });
         }
         return post.call(this, msg, ...rest);
       };
     });
     await page.goto(`${server.url}?slice=4096`);
     await waitLoad(page, 0);
-    // The progress texts shown while the folders load.
+    // From here on: the messages and progress texts of the two loads below (not the demo's).
     await page.evaluate(() => {
+      window.__sent = [];
       window.__progress = [];
       const el = document.getElementById('progress-stage');
       new MutationObserver(() => window.__progress.push(el.textContent)).observe(el, { childList: true, characterData: true, subtree: true });
     });
-    let n = await loads(page);
-    await page.setInputFiles('#npu-dir', NPU_PROC);
-    await waitLoad(page, n);
-    n = await loads(page);
-    await page.setInputFiles('#bench-dir', BENCH_PROC);
-    await waitLoad(page, n);
-    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
-    const { sent, reads, progress } = await page.evaluate(() => ({
-      sent: window.__sent, reads: window.__probelens.lastResult.jsonReads, progress: window.__progress,
-    }));
-    // Sent: by handle (fileHandles), never as bytes (fileBegin/fileChunk).
-    assert.deepEqual(sent.filter((m) => /(^|\/)dump\.json$/.test(m.path ?? '')), [], 'no dump.json bytes sent to the worker');
-    const handles = sent.filter((m) => m.type === 'fileHandles').flatMap((m) => m.files);
-    assert.ok(handles.filter((p) => p === 'dump.json').length >= 2, `dump.json sent by handle: ${handles}`);
-    // The last load (both sides) read each dump.json once, in order, in 4096-byte slices.
-    for (const [side, dir] of [['npu', NPU_PROC], ['bench', BENCH_PROC]]) {
+    /** Asserts that `reads` hold `side`'s dump.json read once, in order, in 4096-byte slices. */
+    const assertSlices = (reads, side, dir) => {
       const size = fs.statSync(path.join(dir, 'dump.json')).size;
       const mine = reads.filter((r) => r.file === `${side}/dump.json`);
       assert.equal(mine.length, Math.ceil(size / 4096), `${side}/dump.json: ceil(${size} / 4096) slices`);
@@ -704,12 +701,36 @@ describe('served site: big inputs', () => {
         assert.equal(r.offset, k * 4096, `${side} slice ${k} offset`);
         assert.equal(r.length, Math.min(4096, size - k * 4096), `${side} slice ${k} length`);
       });
-    }
-    assert.deepEqual(reads.filter((r) => !/(^|\/)dump\.json$/.test(r.file)), [], 'only dump.json is read through the reader');
+    };
+    // The NPU folder replaces the demo: its build graph, its dump.json read in slices, once.
+    let n = await loads(page);
+    await page.setInputFiles('#npu-dir', NPU_PROC);
+    await waitLoad(page, n);
+    assert.equal((await resultSummary(page)).graphType, 'build');
+    const npuReads = await page.evaluate(() => window.__probelens.lastResult.jsonReads);
+    assertSlices(npuReads, 'npu', NPU_PROC);
+    assert.deepEqual(npuReads.filter((r) => r.file !== 'npu/dump.json'), [], 'only the NPU dump.json is read');
+    // The Bench folder: the compare; its dump.json read in slices, once; the NPU side's is not read
+    // again (adopted from the build's session).
+    n = await loads(page);
+    await page.setInputFiles('#bench-dir', BENCH_PROC);
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    const { sent, reads, progress } = await page.evaluate(() => ({
+      sent: window.__sent, reads: window.__probelens.lastResult.jsonReads, progress: window.__progress,
+    }));
+    assertSlices(reads, 'bench', BENCH_PROC);
+    assert.deepEqual(reads.filter((r) => r.file !== 'bench/dump.json'), [], 'only the Bench dump.json is read');
+    // Sent: by handle (fileHandles), once per folder, never as bytes (fileBegin/fileChunk).
+    assert.deepEqual(sent.filter((m) => /(^|\/)dump\.json$/.test(m.path ?? '')), [], 'no dump.json bytes sent to the worker');
+    const handles = sent.filter((m) => m.type === 'fileHandles').map((m) => [m.side, m.files.filter((p) => p === 'dump.json')]);
+    assert.deepEqual(handles, [['npu', ['dump.json']], ['bench', ['dump.json']]], 'each dump.json sent by handle, once');
     // The reading shows in the progress bar with the file's size (the page's bytes format).
     const kib = (b) => `${(b / 1024).toFixed(1)} KiB`;
-    const benchSize = fs.statSync(path.join(BENCH_PROC, 'dump.json')).size;
-    assert.ok(progress.some((t) => t.startsWith('Reading Bench files — ') && t.endsWith(` of ${kib(benchSize)}`)), progress.join('\n'));
+    for (const [stage, dir] of [['NPU', NPU_PROC], ['Bench', BENCH_PROC]]) {
+      const size = fs.statSync(path.join(dir, 'dump.json')).size;
+      assert.ok(progress.some((t) => t.startsWith(`Reading ${stage} files — `) && t.endsWith(` of ${kib(size)}`)), `${stage}: ${progress.join('\n')}`);
+    }
     assertClean();
     await context.close();
   });
@@ -717,28 +738,31 @@ describe('served site: big inputs', () => {
   test('a dump.json that changed after its folder was chosen: a message naming it, the shown result kept', async () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-changed-'));
     try {
-      const npu = path.join(tmp, 'npu');
-      fs.cpSync(NPU_PROC, npu, { recursive: true });
+      const bench = path.join(tmp, 'bench');
+      fs.cpSync(BENCH_PROC, bench, { recursive: true });
       const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
       await page.goto(`${server.url}?slice=4096`);
       await waitLoad(page, 0);
+      // The Bench folder alone (it replaces the demo): its build graph, from the core's npu slot.
       let n = await loads(page);
-      await page.setInputFiles('#npu-dir', npu);
+      await page.setInputFiles('#bench-dir', bench);
       assert.equal(await waitLoad(page, n), 'ready');
       const shown = await resultSummary(page);
-      // The NPU folder's dump.json is read again (by the core, from the chosen File) when the Bench side changes.
-      fs.appendFileSync(path.join(npu, 'dump.json'), '\n');
+      assert.equal(shown.graphType, 'build');
+      // With an NPU folder the Bench side moves to the bench slot, so the new session reads its
+      // dump.json again (by the core, from the chosen File): the file changed since it was chosen.
+      fs.appendFileSync(path.join(bench, 'dump.json'), '\n');
       n = await loads(page);
-      await page.setInputFiles('#bench-dir', BENCH_PROC);
+      await page.setInputFiles('#npu-dir', NPU_PROC);
       assert.equal(await waitLoad(page, n), 'ready');
       const errors = await page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));
       assert.deepEqual(errors, [
-        'npu-error: npu/dump.json: cannot read: the file changed or became unreadable after it was chosen (NotReadableError); choose the folder again',
+        'bench-error: bench/dump.json: cannot read: the file changed or became unreadable after it was chosen (NotReadableError); choose the folder again',
       ]);
       assert.deepEqual(await resultSummary(page), shown, 'the shown result is unchanged');
       // The page still works: the unchanged fixture pair loads.
       n = await loads(page);
-      await page.setInputFiles('#npu-dir', NPU_PROC);
+      await page.setInputFiles('#bench-dir', BENCH_PROC);
       assert.equal(await waitLoad(page, n), 'ready');
       assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
       assertClean();

@@ -9,14 +9,16 @@ export class Session {
   static heapFailure(): number;
   static clearHeapFailure(): void;
   static heapWork(): string;
+  static setSliceBytes(bytes: number): void;
   setRootName(side: string, name: string): void;
   addFile(side: string, path: string, bytes: Uint8Array | number[]): void;
   beginFile(side: string, path: string, total: number): void;
   appendChunk(side: string, path: string, bytes: Uint8Array | number[]): void;
   addLazyFile(side: string, path: string, size: number): void;
-  setFileReader(reader: (side: string, path: string) => Uint8Array): void;
+  setFileReader(reader: Function): void;
   adoptSide(from: Session, side: string): void;
   clearSide(side: string): void;
+  parsedRanks(): number;
   check(side: string): void;
   layout(): string;
   run(options: string): string;

@@ -1,0 +1,196 @@
+// The bundled demo and the user's own folders: a folder chosen for one side while the other side still
+// holds the demo's folder replaces the demo as a whole. The demo's other side is cleared (as its
+// *Clear* does), so the first load is the build graph of the user's folder, never a compare with an
+// unrelated demo dump (whose layout may not even agree: the demo is a `step0/proc*` tree), and the
+// folder chosen next for the other side is compared with it, the first side adopted from that
+// build's session (not read again). The demo's mapping stays chosen. The *Demo* button brings the
+// whole demo pair back. Real wasm core in Chromium; the numbers are msprobe's reference summaries.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference,
+  recordSent, resetSent, lastLoad, visibleErrors, choose,
+} from './helpers.mjs';
+
+// A step/rank tree on both sides (two steps, two ranks); its layer_mapping.yaml is the demo's (the same file).
+const TWO = path.join(FIX, 'qwen_two_ranks');
+const MIX = path.join(FIX, 'qwen_mix_statistics');
+const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
+
+/** Every dump.json under a dump root, as the worker's read records name them (`<slot>/<path>`), with its size. */
+function dumpSizes(slot, root) {
+  const out = {};
+  const walk = (dir, rel) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) walk(path.join(dir, e.name), r);
+      else if (e.name === 'dump.json') out[`${slot}/${r}`] = fs.statSync(path.join(dir, e.name)).size;
+    }
+  };
+  walk(root, '');
+  return out;
+}
+
+/** Asserts the page's result equals the reference numbers of (fixture, variant, step, rank). */
+function assertMatchesReference(sum, fixture, variant, step, rank) {
+  const rn = reference(fixture, variant, step, rank, 'NPU');
+  const rb = reference(fixture, variant, step, rank, 'Bench');
+  assert.equal(sum.graphType, 'compare');
+  assert.equal(sum.npu.nodes, rn.nodes, `NPU nodes (${fixture}/${variant} step ${step} rank ${rank})`);
+  assert.equal(sum.npu.matched, rn.matched, 'NPU matched');
+  assert.equal(sum.bench.nodes, rb.nodes, 'Bench nodes');
+  assert.equal(sum.bench.matched, rb.matched, 'Bench matched');
+  assert.deepEqual(sum.npu.precision, rn.precision_index, 'NPU precision_index histogram');
+}
+
+/** What the two side cards and the mapping card show. */
+async function cards(page) {
+  return page.evaluate(() => ({
+    npu: document.getElementById('npu-src').textContent,
+    bench: document.getElementById('bench-src').textContent,
+    warn: [...document.querySelectorAll('[id$="-warn"]')].filter((e) => !e.hidden).map((e) => e.id),
+    mapping: /** @type {HTMLSelectElement} */ (document.getElementById('mapping-select')).value,
+    lm: /** @type {HTMLInputElement} */ (document.getElementById('opt-lm')).checked,
+  }));
+}
+
+/** Asserts the demo pair is shown, as on first open. */
+async function assertDemo(page) {
+  assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+  const c = await cards(page);
+  assert.match(c.npu, /^npu\/step0 — 3 files/);
+  assert.match(c.bench, /^bench\/step0 — 3 files/);
+  assert.deepEqual([c.mapping, c.lm], ['demo', true], 'the demo\'s mapping, -lm on');
+  assert.deepEqual(await visibleErrors(page), []);
+}
+
+describe('the demo and the user\'s own folders', () => {
+  let server;
+  let browser;
+  before(async () => {
+    requireBuild();
+    server = await startServer();
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  test('an NPU folder chosen over the demo is shown alone (build), whatever the demo\'s layout; the Bench folder then compares, the NPU side adopted; Demo restores the pair', async () => {
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await recordSent(page);
+    await page.goto(server.url);
+    assert.equal(await waitLoad(page, 0), 'ready');
+    await assertDemo(page);
+
+    // (1) A step/rank tree for the NPU side: the demo's Bench side is a step0/proc* tree, which it
+    // could not be compared with (the core: "inconsistent (Steps vs Ranks)"). It replaces the demo:
+    // a build graph of this folder, no message, the Bench card empty, the mapping kept.
+    await resetSent(page);
+    assert.equal(await choose(page, 'npu', path.join(TWO, 'npu')), 'ready');
+    const built = await resultSummary(page);
+    assert.equal(built.graphType, 'build');
+    assert.equal(built.bench, null);
+    assert.equal(built.npu.nodes, reference('qwen_two_ranks', 'build_npu', 0, 0, 'NPU').nodes);
+    assert.deepEqual(await visibleErrors(page), []);
+    assert.deepEqual(await page.evaluate(() => window.__probelens.errors), []);
+    const c = await cards(page);
+    assert.match(c.npu, /^npu — 12 files/);
+    assert.equal(c.bench, 'drop a dump folder here', 'the Bench card is empty');
+    assert.deepEqual(c.warn, []);
+    assert.deepEqual([c.mapping, c.lm], ['demo', true], 'the demo\'s mapping stays chosen');
+    assert.equal(await page.isVisible('#bench-pane'), false, 'a single pane');
+    assert.match(await page.locator('#npu-title').textContent(), /Debug \/ NPU — build graph/);
+    assert.deepEqual(await page.locator('#step-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
+    assert.deepEqual(await page.locator('#rank-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
+    let l = await lastLoad(page);
+    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], []], 'only the NPU folder is sent');
+    assert.deepEqual(l.bytes, dumpSizes('npu', path.join(TWO, 'npu')), 'every NPU dump.json read once (checked, then built)');
+
+    // (2) The Bench folder: the compare, with the NPU side adopted from the build's session (not sent,
+    // its dump.json files not read again); msprobe's numbers with the mapping.
+    await resetSent(page);
+    assert.equal(await choose(page, 'bench', path.join(TWO, 'bench')), 'ready');
+    l = await lastLoad(page);
+    assert.deepEqual(l.npu, ['adoptSide'], 'the NPU side is adopted, none of its files sent');
+    assert.deepEqual(l.bench, ['fileHandles', 'fileBegin']);
+    assert.deepEqual(l.bytes, dumpSizes('bench', path.join(TWO, 'bench')), 'only the Bench dump.json files are read');
+    assert.equal(l.inits, 0, 'same worker');
+    assert.deepEqual(await visibleErrors(page), []);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 0, 0);
+    // The adopted side's other rank folders serve a re-run (rank 1), still without reading.
+    let n = await loads(page);
+    await page.selectOption('#rank-select', '1');
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 0, 1);
+    assert.deepEqual((await lastLoad(page)).bytes, {}, 'a re-run reads nothing');
+
+    // (3) The Demo button: the whole demo pair again, with its mapping.
+    n = await loads(page);
+    await page.click('#demo-btn');
+    assert.equal(await waitLoad(page, n), 'ready');
+    await assertDemo(page);
+    assert.deepEqual(await page.evaluate(() => window.__probelens.errors), []);
+    assertClean();
+    await context.close();
+  });
+
+  test('a Bench folder chosen over the demo is shown alone too (the demo\'s NPU side cleared); a broken folder leaves the demo shown', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-demo-'));
+    try {
+      const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+      await page.goto(server.url);
+      assert.equal(await waitLoad(page, 0), 'ready');
+      const demo = await resultSummary(page);
+
+      // A broken NPU folder: the message on its card, the demo's result still shown (its Bench side is
+      // no longer chosen: the next folder chosen does not meet the demo).
+      const bad = path.join(tmp, 'bad');
+      fs.cpSync(path.join(MIX, 'npu', 'step0', 'proc23598'), bad, { recursive: true });
+      fs.writeFileSync(path.join(bad, 'dump.json'), '{"task": "statistics", "data": {"x": [1, 2');
+      assert.equal(await choose(page, 'npu', bad), 'ready');
+      const errors = await visibleErrors(page);
+      assert.equal(errors.length, 1, errors.join('\n'));
+      assert.match(errors[0], /^npu-error: bad\/dump\.json: /);
+      assert.deepEqual(await resultSummary(page), demo, 'the shown result is kept');
+      assert.equal((await cards(page)).bench, 'drop a dump folder here');
+      assert.deepEqual(await page.evaluate(() => window.__probelens.errors.map((e) => e.where)), ['npu']);
+
+      // The Demo button, then a Bench folder (a proc folder, the demo's Bench layout differs too): the
+      // demo's NPU side is cleared and the Bench folder shown alone, in the Bench title.
+      let n = await loads(page);
+      await page.click('#demo-btn');
+      assert.equal(await waitLoad(page, n), 'ready');
+      await assertDemo(page);
+      assert.equal(await choose(page, 'bench', BENCH_PROC), 'ready');
+      const built = await resultSummary(page);
+      assert.equal(built.graphType, 'build');
+      assert.equal(built.bench, null);
+      assert.equal(built.npu.nodes, reference('qwen_mix_statistics', 'bench_vs_bench', 0, 0, 'NPU').nodes);
+      assert.deepEqual(await visibleErrors(page), []);
+      const c = await cards(page);
+      assert.equal(c.npu, 'drop a dump folder here', 'the NPU card is empty');
+      assert.match(c.bench, /^proc23368 — 3 files/);
+      assert.match(await page.locator('#npu-title').textContent(), /Bench — build graph/);
+      // The NPU folder next: the compare (msprobe's numbers with the mapping).
+      assert.equal(await choose(page, 'npu', path.join(MIX, 'npu', 'step0', 'proc23598')), 'ready');
+      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+      assert.deepEqual(await visibleErrors(page), []);
+      // Choosing a side's folder again with no demo left clears nothing: still a compare.
+      assert.equal(await choose(page, 'bench', BENCH_PROC), 'ready');
+      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+      n = await loads(page);
+      await page.click('#demo-btn');
+      assert.equal(await waitLoad(page, n), 'ready');
+      await assertDemo(page);
+      assertClean();
+      await context.close();
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
