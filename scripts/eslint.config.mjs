@@ -1,10 +1,10 @@
-// ESLint flat config for the page, the scripts and the e2e tests (`npm run lint`).
+// ESLint flat config for the page, the scripts, the e2e tests and the benchmarks (`npm run lint`).
 // Kept in scripts/ so the repo root stays Rust-only; paths are relative to the repo root (the cwd of npm run).
 import js from '@eslint/js';
 import globals from 'globals';
 
 export default [
-  { ignores: ['www/pkg/**', 'dist/**', 'node_modules/**', 'target/**', 'tests/out/**'] },
+  { ignores: ['www/pkg/**', 'dist/**', 'node_modules/**', 'target/**', 'tests/out/**', 'bench/out/**'] },
   js.configs.recommended,
   {
     files: ['www/**/*.js'],
@@ -19,12 +19,12 @@ export default [
     languageOptions: { globals: { ...globals.worker } },
   },
   {
-    files: ['scripts/**/*.mjs', 'tests/e2e/**/*.mjs'],
+    files: ['scripts/**/*.mjs', 'tests/e2e/**/*.mjs', 'bench/**/*.mjs'],
     languageOptions: { ecmaVersion: 2024, sourceType: 'module', globals: { ...globals.node } },
   },
   {
     // Functions passed to page.evaluate run in the browser.
-    files: ['tests/e2e/**/*.mjs'],
+    files: ['tests/e2e/**/*.mjs', 'bench/browser.mjs', 'bench/big.mjs'],
     languageOptions: { globals: { ...globals.browser } },
   },
   {
