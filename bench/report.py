@@ -212,24 +212,29 @@ def build_section(work, roots):
         "|" + " --- |" * 6,
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    node = read(os.path.join(work, "node.md"))
-    node_failed = read(os.path.join(work, "node.failed"))
-    lines += ["", "WASM under Node (the page's core, one thread):"]
-    if node and node.strip():
-        lines += ["", node.strip()]
-    elif node_failed:
-        lines += ["", f"not measured: {node_failed.strip()}."]
-    browser = read(os.path.join(work, "browser.md"))
-    failed = read(os.path.join(work, "browser.failed"))
-    lines += ["", "Browser (drop → first graph, WASM memory, expand latency, frame time):"]
-    if browser and browser.strip():
-        lines += ["", browser.strip()]
-    elif failed:
-        lines += [f"not measured: {failed.strip()}."]
-    else:
-        lines += ["not measured yet (hook: `bench/browser.mjs`, to be added by the front-end)."]
+    lines += hook_part(work, "node", "WASM under Node (the page's core, one thread):", None)
+    lines += hook_part(
+        work,
+        "browser",
+        "Browser (drop → first graph, WASM memory, expand latency, frame time):",
+        "not measured yet (hook: `bench/browser.mjs`, to be added by the front-end).",
+    )
     lines.append("<!-- /bench:run -->")
     return date, "\n".join(lines) + "\n"
+
+
+def hook_part(work, name, title, missing):
+    """The report lines of a hook's output (`<name>.md`), or why it is missing (`<name>.failed`)."""
+    out = read(os.path.join(work, f"{name}.md"))
+    failed = read(os.path.join(work, f"{name}.failed"))
+    lines = ["", title]
+    if out and out.strip():
+        lines += ["", out.strip()]
+    elif failed:
+        lines += ["", f"not measured: {failed.strip()}."]
+    elif missing:
+        lines += ["", missing]
+    return lines
 
 
 def write(path, date, section):
