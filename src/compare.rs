@@ -816,7 +816,6 @@ struct Merged {
 }
 
 fn merge<'i>(items: impl Iterator<Item = &'i Item>) -> Result<Merged, String> {
-    let items = items.into_iter();
     let n = items.size_hint().0;
     let mut m = Merged {
         names: Vec::with_capacity(n),

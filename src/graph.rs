@@ -639,14 +639,16 @@ impl Builder<'_> {
         parent: Option<NodeId>,
         node_of: &mut [NodeId],
     ) -> NodeId {
-        let slot = name_id.and_then(|i| node_of.get(i.0 as usize).copied());
-        let found = match slot {
+        let cached = name_id.and_then(|i| node_of.get(i.0 as usize).copied());
+        let found = match cached {
             Some(n) if n != NodeId::MAX => Some(n),
             _ => self.g.get(name),
         };
         if let Some(id) = found {
             if let Some(i) = name_id {
-                node_of[i.0 as usize] = id;
+                if let Some(slot) = node_of.get_mut(i.0 as usize) {
+                    *slot = id;
+                }
             }
             self.g.add_upnode(id, parent);
             return id;
@@ -654,7 +656,9 @@ impl Builder<'_> {
         let id = self.g.add(name.to_string(), NodeOp::of(name), parent);
         let name_id = name_id.or_else(|| self.d.node_names.get(name));
         if let Some(i) = name_id {
-            node_of[i.0 as usize] = id;
+            if let Some(slot) = node_of.get_mut(i.0 as usize) {
+                *slot = id;
+            }
         }
         let entry = name_id.and_then(|i| self.d.entry_of(i));
         let stack_val = self.d.stack_by_name.get(name).copied();
