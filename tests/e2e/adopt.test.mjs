@@ -13,8 +13,7 @@ import path from 'node:path';
 import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf,
-  recordSent, resetSent, lastLoad, visibleErrors, choose, clear,
-} from './helpers.mjs';
+  recordSent, resetSent, lastLoad, visibleErrors, choose, clear, assertUnmatchUndoKeepsMetrics } from './helpers.mjs';
 
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
@@ -254,13 +253,7 @@ describe('a load adopts the unchanged side from the shown session', () => {
       await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').length > 0);
       return page.locator('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').allTextContents();
     };
-    const before = await cosines();
-    assert.ok(before.some((c) => /^-?\d/.test(c)), `numeric Cosine values: ${before}`);
-    await page.click('#unmatch-btn');
-    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] === -1, leaf.i);
-    await page.keyboard.press('Control+z');
-    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, leaf.i);
-    assert.deepEqual(await cosines(), before, 'the re-matched pair has its metrics again');
+    await assertUnmatchUndoKeepsMetrics(page, leaf, cosines);
     assertClean();
     await context.close();
   });

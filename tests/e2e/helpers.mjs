@@ -273,3 +273,20 @@ export async function clear(page, side) {
   await page.click(`#${side}-clear`);
   return waitLoad(page, n);
 }
+
+/**
+ * Unmatches the selected real-tensor pair (NPU node `leaf.i`), undoes that with Ctrl+Z, and asserts
+ * the pair is matched again with the metrics `cosines()` read before (numeric Cosine values).
+ * @param {import('playwright-core').Page} page
+ * @param {{i: number}} leaf
+ * @param {() => Promise<string[]>} cosines
+ */
+export async function assertUnmatchUndoKeepsMetrics(page, leaf, cosines) {
+  const before = await cosines();
+  assert.ok(before.some((c) => /^-?\d/.test(c)), `numeric Cosine values: ${before}`);
+  await page.click('#unmatch-btn');
+  await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] === -1, leaf.i);
+  await page.keyboard.press('Control+z');
+  await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, leaf.i);
+  assert.deepEqual(await cosines(), before, 'the re-matched pair has its metrics again');
+}

@@ -11,8 +11,7 @@ import initSqlJs from 'sql.js';
 import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
-  reference, expectedClasses, readOutline, indexOf,
-} from './helpers.mjs';
+  reference, expectedClasses, readOutline, indexOf, assertUnmatchUndoKeepsMetrics } from './helpers.mjs';
 
 const ROOT_DIR = path.resolve(FIX, '..', '..');
 const MIX = path.join(FIX, 'qwen_mix_statistics');
@@ -171,13 +170,7 @@ describe('served site', () => {
       await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').length > 0);
       return page.locator('#details-compare tr[data-side="npu"] td[data-field="Cosine"]').allTextContents();
     };
-    const before = await cosines();
-    assert.ok(before.some((c) => /^-?\d/.test(c)), `numeric Cosine values: ${before}`);
-    await page.click('#unmatch-btn');
-    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] === -1, leaf.i);
-    await page.keyboard.press('Control+z');
-    await page.waitForFunction((i) => window.__probelens.lastResult.npu.matched[i] >= 0, leaf.i);
-    assert.deepEqual(await cosines(), before, 'the re-matched pair has its metrics again');
+    await assertUnmatchUndoKeepsMetrics(page, leaf, cosines);
   }
 
   test('a tensor file that disappears after the folder was chosen: a warning naming it, the result still shown', async () => {
