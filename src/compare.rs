@@ -55,6 +55,35 @@ impl ItemResult {
     pub fn is_empty(&self) -> bool {
         self.cells.is_empty()
     }
+
+    /// `values` (the compare's own columns, the first of `keys`) and then the verdict columns a
+    /// statistics or real-tensor compare ends with: requires_grad consistency, result, messages.
+    pub(crate) fn with_verdict(
+        keys: &'static [KeyId],
+        values: impl IntoIterator<Item = Py>,
+        rg_consistent: bool,
+        level: Level,
+        msgs: &[&'static str],
+    ) -> ItemResult {
+        let mut cells: Vec<Cell> = Vec::with_capacity(keys.len());
+        cells.extend(values.into_iter().map(Cell::from_py));
+        cells.push(Cell::B(rg_consistent));
+        cells.push(Cell::Lit(level.lit()));
+        cells.push(Cell::Lit(err_message(msgs)));
+        ItemResult {
+            keys,
+            cells: cells.into_boxed_slice(),
+        }
+    }
+}
+
+/// `results[name] = cols` on a node's ordered dict of item results: replaced in place, else
+/// appended.
+pub(crate) fn set_result(results: &mut Vec<(String, ItemResult)>, name: String, cols: ItemResult) {
+    match results.iter_mut().find(|(kk, _)| *kk == name) {
+        Some(slot) => slot.1 = cols,
+        None => results.push((name, cols)),
+    }
 }
 
 /// The columns of a statistics compare.
@@ -145,8 +174,7 @@ impl Cell {
             Cell::Lit(s) => Py::Lit(s),
             Cell::Pct(f) => {
                 let mut t = String::with_capacity(24);
-                crate::pyfmt::float_repr_into(*f, &mut t);
-                t.push('%');
+                crate::pyfmt::pct_into(*f, &mut t);
                 Py::S(t)
             }
             Cell::S(s) => Py::S(String::clone(s)),
@@ -602,12 +630,7 @@ fn pair_outcome(
     let mut res: Vec<(String, ItemResult)> = Vec::new();
     for mut r in rows {
         let n_name = std::mem::take(&mut r.n_name);
-        let cols = r.into_columns(mode);
-        if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == n_name) {
-            slot.1 = cols;
-        } else {
-            res.push((n_name, cols));
-        }
+        set_result(&mut res, n_name, r.into_columns(mode));
     }
     let mut p = match level {
         Level::Pass => 0.0,
@@ -761,24 +784,22 @@ impl Row {
     }
     /// The compare columns of the row (consumes it: the cells move, nothing is copied).
     fn into_columns(self, mode: Mode) -> ItemResult {
-        let err = Cell::Lit(err_message(&self.msgs));
-        let level = Cell::Lit(self.level.lit());
         match mode {
             Mode::Md5 => ItemResult {
                 keys: &MD5_COLUMNS,
-                cells: Box::new([level, Cell::B(self.rg_consistent), err]),
+                cells: Box::new([
+                    Cell::Lit(self.level.lit()),
+                    Cell::B(self.rg_consistent),
+                    Cell::Lit(err_message(&self.msgs)),
+                ]),
             },
-            _ => {
-                let mut v: Vec<Cell> = Vec::with_capacity(STAT_COLUMNS.len());
-                v.extend(self.cols.into_iter().map(Cell::from_py));
-                v.push(Cell::B(self.rg_consistent));
-                v.push(level);
-                v.push(err);
-                ItemResult {
-                    keys: &STAT_COLUMNS,
-                    cells: v.into_boxed_slice(),
-                }
-            }
+            _ => ItemResult::with_verdict(
+                &STAT_COLUMNS,
+                self.cols,
+                self.rg_consistent,
+                self.level,
+                &self.msgs,
+            ),
         }
     }
 }

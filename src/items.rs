@@ -152,10 +152,7 @@ impl Py {
             Py::V(Val::Str(r)) => out.push_str(store.str(*r)),
             Py::V(v) => crate::pyfmt::py_repr(store, *v, out),
             Py::S(s) => out.push_str(s),
-            Py::Pct(f) => {
-                crate::pyfmt::float_repr_into(*f, out);
-                out.push('%');
-            }
+            Py::Pct(f) => crate::pyfmt::pct_into(*f, out),
             Py::Lit(s) => out.push_str(s),
             Py::F(f) => crate::pyfmt::float_repr_into(*f, out),
             Py::I(i) => {
@@ -382,7 +379,8 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
             store,
             Some(entry),
             op_name,
-            in_grad(op_name),
+            // Its last or second-last field is "parameters_grad".
+            true,
             State::ParametersGrad,
             0,
             &mut out,
@@ -490,7 +488,7 @@ fn op_item_parse(
             for (kk, x) in store.obj(v) {
                 let key = store.key(*kk);
                 let sub = format!("{name}.{key}");
-                let grad = grad || key.split('.').any(|s| s == "parameters_grad");
+                let grad = grad || in_grad(key);
                 op_item_parse(store, Some(*x), &sub, grad, state, depth + 1, out, file)?;
             }
         }

@@ -12,6 +12,12 @@ pub fn float_repr(x: f64) -> String {
     out
 }
 
+/// `f"{x}%"`: a relative error as compare writes it.
+pub fn pct_into(x: f64, out: &mut String) {
+    float_repr_into(x, out);
+    out.push('%');
+}
+
 /// A small stack buffer for `{:e}` output (at most 25 bytes for an `f64`).
 struct EBuf {
     b: [u8; 48],

@@ -23,7 +23,7 @@
 //!   above 0.9999; EucDist is not rounded.
 
 use crate::compare::{
-    raise, rows_for, str2float, ApiRows, Cell, Comparison, Ignore, ItemResult, Level, Row,
+    raise, rows_for, set_result, str2float, ApiRows, Comparison, Ignore, ItemResult, Level, Row,
     IGNORE_PRECISION,
 };
 use crate::dump::RankDump;
@@ -572,20 +572,10 @@ pub fn compare_tensors(
         }
         let level = tensor_checkers(&dn.store, &db.store, &mut rows, &metrics);
         let mut res: Vec<(String, ItemResult)> = Vec::with_capacity(rows.len());
-        for (r, m) in rows.iter().zip(metrics) {
-            let mut cells: Vec<Cell> = m.into_iter().map(Cell::from_py).collect();
-            cells.push(Cell::B(r.rg_consistent));
-            cells.push(Cell::Lit(r.level.lit()));
-            cells.push(Cell::Lit(crate::compare::err_message(&r.msgs)));
-            let cols = ItemResult {
-                keys: &REAL_COLUMNS,
-                cells: cells.into_boxed_slice(),
-            };
-            if let Some(slot) = res.iter_mut().find(|(kk, _)| *kk == r.n_name) {
-                slot.1 = cols;
-            } else {
-                res.push((r.n_name.clone(), cols));
-            }
+        for (r, m) in rows.into_iter().zip(metrics) {
+            let cols =
+                ItemResult::with_verdict(&REAL_COLUMNS, m, r.rg_consistent, r.level, &r.msgs);
+            set_result(&mut res, r.n_name, cols);
         }
         cmp.results.insert(n, res);
         let name = &gn.nodes[n as usize].name;
