@@ -405,13 +405,10 @@ impl RankParser {
             d.projected = true;
             let scale = d.total as f64 / d.base as f64 * 1.02;
             let st = &mut self.rd.store;
-            fn size<T>(v: &mut Vec<T>, scale: f64) {
-                let want = (v.len() as f64 * scale) as usize + 4096;
-                v.reserve_exact(want.saturating_sub(v.len()));
-            }
-            size(&mut st.vals, scale);
-            let want = (st.text.len() as f64 * scale) as usize + 4096;
-            st.text.reserve_exact(want.saturating_sub(st.text.len()));
+            // What an arena holding `len` now needs for the whole file, beyond `len`.
+            let more = |len: usize| ((len as f64 * scale) as usize + 4096).saturating_sub(len);
+            st.vals.reserve_exact(more(st.vals.len()));
+            st.text.reserve_exact(more(st.text.len()));
         }
         Ok(())
     }
@@ -469,15 +466,12 @@ fn member(
 /// Grows the arenas by an eighth before they are full (not by doubling inside a value).
 fn keep_room(st: &mut Store) {
     const MIN: usize = 1 << 12;
-    fn room<T>(v: &mut Vec<T>) {
-        if v.capacity() - v.len() < MIN {
-            v.reserve_exact(v.len() / 8 + MIN);
-        }
-    }
-    room(&mut st.vals);
-    if st.text.capacity() - st.text.len() < MIN {
-        st.text.reserve_exact(st.text.len() / 8 + MIN);
-    }
+    // What to add to an arena of `len` in `cap`: nothing while `MIN` is free.
+    let more = |len: usize, cap: usize| if cap - len < MIN { len / 8 + MIN } else { 0 };
+    st.vals
+        .reserve_exact(more(st.vals.len(), st.vals.capacity()));
+    st.text
+        .reserve_exact(more(st.text.len(), st.text.capacity()));
 }
 
 /// `detect_framework_by_dump_json`'s text scan, over a stream: the first line whose first

@@ -568,6 +568,11 @@ fn frame_scope_of(
     Ok(frame_func.join("."))
 }
 
+/// How many dot-separated segments `s` has (`len(s.split('.'))`).
+fn segment_count(s: &str) -> usize {
+    s.bytes().filter(|&b| b == b'.').count() + 1
+}
+
 /// The first `k` dot-separated segments of `s` (`s.split('.')[..k]` joined): "" for none, all of
 /// `s` when it has no more.
 fn first_segments(s: &str, k: usize) -> &str {
@@ -594,7 +599,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
     for e in &d.entries {
         let name = d.entry_name(e);
         // The dotted fields: their number, the first and the last four.
-        let n = name.bytes().filter(|&b| b == b'.').count() + 1;
+        let n = segment_count(name);
         if n < 4 {
             return Err(format!(
                 "the dump name '{name}' does not have the four dotted fields layer mapping needs"
@@ -630,10 +635,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
         } else if api_type == "parameters_grad" {
             first_segments(name, n - 3)
         } else if let Some(c) = construct_info {
-            first_segments(
-                c,
-                (c.bytes().filter(|&b| b == b'.').count() + 1).saturating_sub(3),
-            )
+            first_segments(c, segment_count(c).saturating_sub(3))
         } else {
             "TopLayer"
         };
