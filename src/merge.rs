@@ -678,22 +678,8 @@ fn adopt_plain_one(
     depth: usize,
 ) -> NodeId {
     let n = node_copy(o, id, &mut main.dump.store, Some(parent));
-    let (input, output) = o.graph.io(&o.dump, id);
-    let conv = |m: ItemMap, store: &mut Store| -> ItemMap {
-        m.into_iter()
-            .map(|(key, it)| (key, copy_item(&o.dump.store, &it, store)))
-            .collect()
-    };
-    let io = (
-        conv(input, &mut main.dump.store),
-        conv(output, &mut main.dump.store),
-    );
-    let nid = main.graph.nodes.len() as NodeId;
-    main.graph.nodes.push(n);
-    main.origin.insert(nid, o.node_rank(id));
-    if !io.0.is_empty() || !io.1.is_empty() {
-        main.graph.io_override.insert(nid, io);
-    }
+    let io = io_copy(o, id, &mut main.dump.store, None);
+    let nid = push_copy(main, o, id, n, io);
     if depth <= 1 && main.graph.index_insert(nid).is_none() {
         main.touch(nid);
     }
@@ -750,30 +736,55 @@ fn adopt_one(
     };
     let mut n = node_copy(o, id, &mut main.dump.store, parent);
     n.name = new_name.clone();
+    let rename = (depth == 1).then_some((old.as_str(), new_name.as_str()));
+    let io = io_copy(o, id, &mut main.dump.store, rename);
+    let nid = push_copy(main, o, id, n, io);
+    if depth <= 1 {
+        main.graph.index_insert(nid);
+        main.touch(nid);
+    }
+    nid
+}
+
+/// The items of node `id` of another rank, copied into `to`; with `rename` = (old, new), the
+/// node's old name is replaced by its new one in their keys and full op names.
+fn io_copy(
+    o: &RankGraph,
+    id: NodeId,
+    to: &mut Store,
+    rename: Option<(&str, &str)>,
+) -> (ItemMap, ItemMap) {
     let (input, output) = o.graph.io(&o.dump, id);
-    let rename = depth == 1;
     let mut conv = |m: ItemMap| -> ItemMap {
         m.into_iter()
             .map(|(key, it)| {
-                let mut it = copy_item(&o.dump.store, &it, &mut main.dump.store);
-                let key = if rename {
-                    it.full_op_name = it.full_op_name.replace(&old, &new_name);
-                    key.replace(&old, &new_name)
-                } else {
-                    key
+                let mut it = copy_item(&o.dump.store, &it, to);
+                let key = match rename {
+                    Some((old, new)) => {
+                        it.full_op_name = it.full_op_name.replace(old, new);
+                        key.replace(old, new)
+                    }
+                    None => key,
                 };
                 (key, it)
             })
             .collect()
     };
-    let io = (conv(input), conv(output));
+    (conv(input), conv(output))
+}
+
+/// Appends `n` (a copy of node `id` of rank `o`) to the main graph with its rank of origin and
+/// its copied items; returns its id (not indexed: the callers differ in that).
+fn push_copy(
+    main: &mut RankGraph,
+    o: &RankGraph,
+    id: NodeId,
+    n: Node,
+    io: (ItemMap, ItemMap),
+) -> NodeId {
     let nid = main.graph.nodes.len() as NodeId;
     main.graph.nodes.push(n);
     main.origin.insert(nid, o.node_rank(id));
-    if depth <= 1 {
-        main.graph.index_insert(nid);
-        main.touch(nid);
-    }
     if !io.0.is_empty() || !io.1.is_empty() {
         main.graph.io_override.insert(nid, io);
     }
