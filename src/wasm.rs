@@ -593,17 +593,28 @@ impl Session {
                 })?;
             (res, pair.npu_dir, pair.bench_dir, ranks, want)
         };
-        let (npu_order, bench_order) = view::orders(&res);
-        let text = serde_json::to_string(&view::run_dto(&res, &npu_order, bench_order.as_ref()))
-            .map_err(js_err)?;
+        let text = self.keep(res, npu_dir, bench_dir)?;
         let head = serde_json::json!({"ranks": ranks, "rank": rank}).to_string();
         // The DTO is an object: the merge info goes in as its first key (no second copy of the
         // graphs as a JSON value).
-        let text = match text.strip_prefix('{') {
+        Ok(match text.strip_prefix('{') {
             Some(rest) if rest.starts_with('}') => format!("{{\"merge\":{head}}}"),
             Some(rest) => format!("{{\"merge\":{head},{rest}"),
             None => text,
-        };
+        })
+    }
+
+    /// Keeps a finished run as the session's result (with the pre-orders the page's node indices
+    /// refer to) and returns the run answer as JSON.
+    fn keep(
+        &mut self,
+        res: PairResult,
+        npu_dir: String,
+        bench_dir: Option<String>,
+    ) -> std::result::Result<String, JsValue> {
+        let (npu_order, bench_order) = view::orders(&res);
+        let text = serde_json::to_string(&view::run_dto(&res, &npu_order, bench_order.as_ref()))
+            .map_err(js_err)?;
         self.last = Some(Last {
             res,
             npu_order,
@@ -946,17 +957,7 @@ impl Session {
         });
         let mut res = run::run_pair_shared(nd, bd, &opts).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());
-        let (npu_order, bench_order) = view::orders(&res);
-        let text = serde_json::to_string(&view::run_dto(&res, &npu_order, bench_order.as_ref()))
-            .map_err(js_err)?;
-        self.last = Some(Last {
-            res,
-            npu_order,
-            bench_order,
-            npu_dir: pair.npu_dir.clone(),
-            bench_dir: pair.bench_dir.clone(),
-        });
-        Ok(text)
+        self.keep(res, pair.npu_dir, pair.bench_dir)
     }
 
     /// Manually matches NPU node `npu_index` with Bench node `bench_index` (pre-order indices) and
