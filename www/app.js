@@ -216,6 +216,23 @@ export function startApp(host) {
     progressEl.hidden = true;
   }
   /**
+   * The core's slot of a side's folder: a lone Bench folder is built from the core's npu slot.
+   * @param {Side} side @param {Record<Side, Source | null>} sources the session's sources
+   * @returns {Side}
+   */
+  function slotOf(side, sources) {
+    return side === 'bench' && !sources.npu ? 'npu' : side;
+  }
+  /**
+   * The side whose folder is in a slot of the core (the inverse of `slotOf`).
+   * @param {Side} slot @param {Record<Side, Source | null>} sources the session's sources
+   * @returns {Side}
+   */
+  function sideOfSlot(slot, sources) {
+    return slot === 'npu' && !sources.npu ? 'bench' : slot;
+  }
+
+  /**
    * The progress callback of a request that may read dump.json files (`check`, `run`): the core reads
    * a dump.json in slices and parses it as they come, which shows as that side's reading, with the
    * file's bytes; when the core is done with the file, the request's own stage shows again.
@@ -228,7 +245,7 @@ export function startApp(host) {
       if (seq !== S.loadSeq) return;
       if (!p.side) progress(p.stage, p.done, p.total);
       else if (p.done !== undefined && p.done === p.total) progress(base);
-      else progress((p.side === 'npu' && !sources.npu ? 'bench' : p.side) === 'npu' ? STAGES.readNpu : STAGES.readBench, p.done, p.total);
+      else progress(sideOfSlot(p.side, sources) === 'npu' ? STAGES.readNpu : STAGES.readBench, p.done, p.total);
     };
   }
 
@@ -353,8 +370,7 @@ export function startApp(host) {
   function adoptable(side, slot) {
     const src = S.sources[side];
     if (!src || src !== S.applied[side] || S.mode !== 'dump' || S.sessionId < 0 || S.sessionGen !== client.generation) return false;
-    const was = side === 'bench' && !S.applied.npu ? 'npu' : side;
-    return was === slot;
+    return slotOf(side, S.applied) === slot;
   }
 
   /**
@@ -388,7 +404,7 @@ export function startApp(host) {
       /** @type {[Side, Side, Source][]} [slot in the core, side in the UI, source] */
       const slots = [];
       if (S.sources.npu) slots.push(['npu', 'npu', S.sources.npu]);
-      if (S.sources.bench) slots.push([S.sources.npu ? 'bench' : 'npu', 'bench', S.sources.bench]);
+      if (S.sources.bench) slots.push([slotOf('bench', S.sources), 'bench', S.sources.bench]);
       const started = await client.request({ type: 'newSession', roots: Object.fromEntries(slots.map(([slot, , src]) => [slot, src.root])) });
       for (const [slot, side, src] of slots) {
         const stage = side === 'npu' ? STAGES.readNpu : STAGES.readBench;
@@ -435,8 +451,8 @@ export function startApp(host) {
       display(result);
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
-      // A lone Bench folder is loaded into the core's npu slot.
-      if (e instanceof CoreError && e.side === 'npu' && !S.sources.npu && S.sources.bench) e.side = 'bench';
+      // A lone Bench folder is loaded into the core's npu slot (a load has a folder on some side).
+      if (e instanceof CoreError && e.side) e.side = sideOfSlot(e.side, S.sources);
       const where = errorPlace(e, changed);
       setError(where, e instanceof Error ? e.message : String(e));
       client.request({ type: 'discardStaging' }).catch(() => {});
