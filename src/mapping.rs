@@ -441,7 +441,9 @@ impl<'a> Trie<'a> {
             }],
         }
     }
-    fn insert(&mut self, items: &[DataItem<'a>], idx: usize) -> usize {
+    /// Inserts item `idx` at its scope; returns that trie node and the item's position among the
+    /// node's items of its state.
+    fn insert(&mut self, items: &[DataItem<'a>], idx: usize) -> (usize, usize) {
         let it = &items[idx];
         let mut cur = 0usize;
         for name in it.full_scope.split('.').skip(1) {
@@ -466,7 +468,7 @@ impl<'a> Trie<'a> {
             node.type_name.clear();
             node.type_name.push_str(it.type_name);
         }
-        pos
+        (cur, pos)
     }
 }
 
@@ -890,6 +892,49 @@ impl<'a> ScopeTree<'a> {
     }
 }
 
+/// Walks one NPU scope through the layer mapping (`new_scope`: "TopLayer" plus each segment or
+/// the rule's target for it) and looks the result up in the Bench trie (msprobe's query_data).
+/// Returns the NPU trie node the scope ends at and the Bench trie node, if any.
+fn map_scope<'s>(
+    lm: &LayerMapping,
+    n_trie: &Trie,
+    b_trie: &Trie,
+    full_scope: &'s str,
+    scope: &mut Vec<&'s str>,
+    new_scope: &mut String,
+    scoped_at: &mut HashMap<usize, Vec<usize>>,
+) -> std::result::Result<(usize, Option<usize>), Fail> {
+    scope.clear();
+    scope.extend(full_scope.split('.'));
+    new_scope.clear();
+    new_scope.push_str("TopLayer");
+    let mut cur = 0usize;
+    let mut idx = 0usize;
+    while idx + 1 < scope.len() {
+        let mut step = 1usize;
+        let mut target = scope[idx + 1];
+        if let Some(r) = lm.rule_at(n_trie, cur, scope, idx, scoped_at) {
+            target = &r.dst;
+            step = r.level;
+        }
+        new_scope.push('.');
+        new_scope.push_str(target);
+        for _ in 0..step {
+            let name = scope[idx + 1];
+            cur = match n_trie.nodes[cur].children.get(name) {
+                Some(&c) => c,
+                None => return Err(format!("internal: scope '{full_scope}' is not in the NPU tree")),
+            };
+            idx += 1;
+        }
+    }
+    let mut node = Some(0usize);
+    for name in new_scope.split('.').skip(1) {
+        node = node.and_then(|c| b_trie.nodes[c].children.get(name).copied());
+    }
+    Ok((cur, node))
+}
+
 /// msprobe's `generate_api_mapping_by_layer_mapping`: NPU data key -> bench data key or "N/A".
 /// Errors are the messages msprobe would log before making the mapping ineffective.
 pub fn api_mapping<'a>(
@@ -928,75 +973,41 @@ pub fn api_mapping<'a>(
     let mut out = HashMap::with_capacity_and_hasher(n_items.len(), Default::default());
     // Scoped keys matching at each NPU trie node (the node determines the path and class).
     let mut scoped_at: HashMap<usize, Vec<usize>> = HashMap::default();
+    // The walk below depends only on the item's NPU trie node (its path fixes every rule
+    // lookup, the classes are final once all items are in): done once per node, not per item.
+    // Per node: not walked yet, or the Bench trie node its mapped scope reaches (None: none).
+    let mut bench_at: Vec<Option<Option<usize>>> = vec![None; n_trie.nodes.len()];
     // Buffers reused across items.
     let mut scope: Vec<&str> = Vec::new();
     let mut new_scope = String::new();
     for (i, it) in n_items.iter().enumerate() {
-        scope.clear();
-        scope.extend(it.full_scope.split('.'));
-        new_scope.clear();
-        new_scope.push_str("TopLayer");
-        let mut cur = 0usize;
-        let mut idx = 0usize;
-        while idx + 1 < scope.len() {
-            let mut step = 1usize;
-            let mut target = scope[idx + 1];
-            if let Some(r) = lm.rule_at(&n_trie, cur, &scope, idx, &mut scoped_at) {
-                target = &r.dst;
-                step = r.level;
-            }
-            new_scope.push('.');
-            new_scope.push_str(target);
-            for _ in 0..step {
-                let name = scope[idx + 1];
-                cur = match n_trie.nodes[cur].children.get(name) {
-                    Some(&c) => c,
-                    None => {
-                        return Err(format!(
-                            "internal: scope '{}' is not in the NPU tree",
-                            it.full_scope
-                        ))
-                    }
-                };
-                idx += 1;
-            }
-        }
-        // The item's position among the items of its state at this scope.
-        // The walk followed the item's own scope, so `cur` is the node it was inserted at.
-        debug_assert!(n_trie.nodes[cur]
-            .items
-            .get(&it.state)
-            .is_some_and(|l| l.get(n_pos[i]) == Some(&i)));
-        let index = Some(n_pos[i]);
-        // query_data on the bench trie.
-        let mut node = Some(0usize);
-        for name in new_scope.split('.').skip(1) {
-            node = node.and_then(|c| b_trie.nodes[c].children.get(name).copied());
-        }
-        let bench_name = match node {
-            None => None,
-            Some(c) => {
-                let list = b_trie.nodes[c]
-                    .items
-                    .get(it.state)
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[]);
-                match index {
-                    Some(ix) if ix < list.len() => Some(list[ix]),
-                    Some(_) => None,
-                    // Python's index -1 picks the last item, or fails on an empty list.
-                    None => match list.last() {
-                        Some(l) => Some(*l),
-                        None => {
-                            return Err(format!(
-                                "no bench data of state '{}' under '{new_scope}'",
-                                it.state
-                            ))
-                        }
-                    },
-                }
+        let (leaf, ix) = n_pos[i];
+        let node = match bench_at[leaf] {
+            Some(known) => known,
+            None => {
+                let found = map_scope(
+                    lm,
+                    &n_trie,
+                    &b_trie,
+                    &it.full_scope,
+                    &mut scope,
+                    &mut new_scope,
+                    &mut scoped_at,
+                )?;
+                debug_assert_eq!(found.0, leaf);
+                bench_at[leaf] = Some(found.1);
+                found.1
             }
         };
+        // The item's position among the items of its state at this scope; query_data on the
+        // bench trie.
+        let bench_name = node.and_then(|c| {
+            b_trie.nodes[c]
+                .items
+                .get(it.state)
+                .and_then(|list| list.get(ix))
+                .copied()
+        });
         let v = match bench_name {
             Some(b) => b_items[b].data_name,
             None => "N/A",
