@@ -441,12 +441,10 @@ impl<'a> Trie<'a> {
             }],
         }
     }
-    /// Inserts item `idx` at its scope; returns that trie node and the item's position among the
-    /// node's items of its state.
-    fn insert(&mut self, items: &[DataItem<'a>], idx: usize) -> (usize, usize) {
-        let it = &items[idx];
+    /// The node of a dotted scope (its first segment is the root's), created with its path.
+    fn node_for(&mut self, full_scope: &str) -> usize {
         let mut cur = 0usize;
-        for name in it.full_scope.split('.').skip(1) {
+        for name in full_scope.split('.').skip(1) {
             cur = match self.nodes[cur].children.get(name) {
                 Some(&c) => c,
                 None => {
@@ -460,15 +458,35 @@ impl<'a> Trie<'a> {
                 }
             };
         }
-        let node = &mut self.nodes[cur];
-        let list = node.items.entry(it.state).or_default();
-        list.push(idx);
-        let pos = list.len() - 1;
-        if node.type_name != it.type_name {
-            node.type_name.clear();
-            node.type_name.push_str(it.type_name);
+        cur
+    }
+
+    /// Inserts every item at its scope, in order; returns each item's trie node and its
+    /// position among the node's items of its state. Items share scopes (every tensor of a
+    /// call, every repeat of a call in one module): each distinct scope is walked once.
+    fn insert_all(&mut self, items: &[DataItem<'a>]) -> Vec<(usize, usize)> {
+        let mut at: HashMap<&str, usize> = HashMap::default();
+        let mut out = Vec::with_capacity(items.len());
+        for it in items {
+            let cur = match at.get(it.full_scope.as_str()) {
+                Some(&c) => c,
+                None => {
+                    let c = self.node_for(&it.full_scope);
+                    at.insert(&it.full_scope, c);
+                    c
+                }
+            };
+            let node = &mut self.nodes[cur];
+            let list = node.items.entry(it.state).or_default();
+            list.push(out.len());
+            let pos = list.len() - 1;
+            if node.type_name != it.type_name {
+                node.type_name.clear();
+                node.type_name.push_str(it.type_name);
+            }
+            out.push((cur, pos));
         }
-        (cur, pos)
+        out
     }
 }
 
@@ -787,9 +805,7 @@ impl<'a> ScopeTree<'a> {
     pub fn build(d: &'a RankDump) -> std::result::Result<ScopeTree<'a>, String> {
         let items = make_items(d)?;
         let mut trie = Trie::new();
-        for i in 0..items.len() {
-            trie.insert(&items, i);
-        }
+        trie.insert_all(&items);
         let by_name = items
             .iter()
             .enumerate()
@@ -952,18 +968,13 @@ pub fn api_mapping<'a>(
         || {
             let items = make_items(npu)?;
             let mut trie = Trie::new();
-            let mut pos = Vec::with_capacity(items.len());
-            for i in 0..items.len() {
-                pos.push(trie.insert(&items, i));
-            }
+            let pos = trie.insert_all(&items);
             Ok::<_, Fail>((items, trie, pos))
         },
         || {
             let items = make_items(bench)?;
             let mut trie = Trie::new();
-            for i in 0..items.len() {
-                trie.insert(&items, i);
-            }
+            trie.insert_all(&items);
             Ok::<_, Fail>((items, trie))
         },
     );
