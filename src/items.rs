@@ -397,12 +397,36 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
             (k::PARAMETERS, ".parameters", State::Parameters),
         ] {
             if let Some(v) = store.obj(entry).get(key) {
-                let name = format!("{op_name}{suffix}");
+                let name = concat(&[op_name, suffix]);
                 op_item_parse(store, Some(v), &name, grad, state, 0, &mut out, file)?;
             }
         }
     }
     Ok(out)
+}
+
+/// The parts joined, in one allocation (`format!` is several times slower for these short
+/// item names, which are made for every tensor of every compared node).
+fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
+}
+
+/// `i` in decimal, written into `buf`.
+fn decimal(mut i: usize, buf: &mut [u8; 20]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 /// Whether a field of the dotted `name` is "parameters_grad".
@@ -447,7 +471,8 @@ fn op_item_parse(
                     op_item_parse(store, Some(*x), name, true, state, depth + 1, out, file)?;
                 } else {
                     // A number is never the field "parameters_grad".
-                    let sub = format!("{name}.{i}");
+                    let mut digits = [0u8; 20];
+                    let sub = concat(&[name, ".", decimal(i, &mut digits)]);
                     op_item_parse(store, Some(*x), &sub, false, state, depth + 1, out, file)?;
                 }
             }
@@ -487,7 +512,7 @@ fn op_item_parse(
             }
             for (kk, x) in store.obj(v) {
                 let key = store.key(*kk);
-                let sub = format!("{name}.{key}");
+                let sub = concat(&[name, ".", key]);
                 let grad = grad || in_grad(key);
                 op_item_parse(store, Some(*x), &sub, grad, state, depth + 1, out, file)?;
             }
@@ -857,6 +882,16 @@ pub fn formatted_fields(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimal_is_display() {
+        let mut buf = [0u8; 20];
+        for i in [0usize, 1, 9, 10, 99, 100, 12345, usize::MAX] {
+            assert_eq!(decimal(i, &mut buf), i.to_string());
+        }
+        assert_eq!(concat(&["a.b", ".", "3"]), "a.b.3");
+        assert_eq!(concat(&[]), "");
+    }
 
     #[test]
     fn crc32_matches_zlib() {

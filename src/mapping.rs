@@ -599,10 +599,37 @@ fn first_segments(s: &str, k: usize) -> &str {
     if k == 0 {
         return "";
     }
-    match s.match_indices('.').nth(k - 1) {
-        Some((i, _)) => &s[..i],
-        None => s,
+    // Byte scans: `str`'s char searcher is set up per call, and these names are short.
+    let mut seen = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if b == b'.' {
+            seen += 1;
+            if seen == k {
+                return &s[..i];
+            }
+        }
     }
+    s
+}
+
+/// The last four dot-separated fields of `s`, last first (`s.rsplit('.', 4)[:4]` reversed); ""
+/// for fields `s` does not have.
+fn last_four(s: &str) -> [&str; 4] {
+    let mut out = [""; 4];
+    let mut end = s.len();
+    let mut n = 0;
+    for (i, b) in s.bytes().enumerate().rev() {
+        if b == b'.' {
+            out[n] = &s[i + 1..end];
+            end = i;
+            n += 1;
+            if n == 4 {
+                return out;
+            }
+        }
+    }
+    out[n] = &s[..end];
+    out
 }
 
 fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
@@ -625,10 +652,8 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
                 "the dump name '{name}' does not have the four dotted fields layer mapping needs"
             ));
         }
-        let mut back = name.rsplitn(5, '.');
-        let mut next = || back.next().unwrap_or("");
-        let (s1, s2, s3, s4) = (next(), next(), next(), next());
-        let seg0 = name.split('.').next().unwrap_or("");
+        let [s1, s2, s3, s4] = last_four(name);
+        let seg0 = first_segments(name, 1);
         let construct_info: Option<&str> = d.entry_construct_parent(e).flatten();
         let (api_type, api_name, type_name, state);
         if s1 == "parameters_grad" {
@@ -660,7 +685,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
             "TopLayer"
         };
         if let Some(c) = construct_info {
-            if c.contains('.') && c.split('.').count() < 4 {
+            if c.as_bytes().contains(&b'.') && segment_count(c) < 4 {
                 return Err(format!(
                     "the construct parent '{c}' of '{name}' has fewer than four fields"
                 ));
@@ -1031,6 +1056,20 @@ pub fn api_mapping<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_fields_like_split() {
+        for name in ["", "a", "a.b", "a.b.c", "a.b.c.d", "a.b.c.d.e", "Module.x.y.forward.0", "..", "a..b.c.", "Tensor.add.0.forward.input.0"] {
+            let parts: Vec<&str> = name.split('.').collect();
+            let mut want: Vec<&str> = name.rsplitn(5, '.').take(4).collect();
+            want.resize(4, "");
+            assert_eq!(last_four(name).to_vec(), want, "{name}");
+            for k in 0..=parts.len() + 1 {
+                let want = parts[..k.min(parts.len())].join(".");
+                assert_eq!(first_segments(name, k), want, "{name} {k}");
+            }
+        }
+    }
 
     #[test]
     fn yaml_errors_have_lines() {
