@@ -275,12 +275,19 @@ async function handle(req) {
       const tRun = performance.now() - t0;
       post({ id, type: 'progress', stage: STAGES.convert });
       const raw = JSON.parse(text);
+      // The session this one replaces is freed after the answer is posted: freeing a large
+      // result takes ~0.1 s of wasm time, which then overlaps the page drawing the answer.
+      let replaced = null;
       if (req.session === 'staging') {
-        if (current && current !== s) current.free();
+        if (current && current !== s) replaced = current;
         current = s;
         staging = null;
       }
-      postResult(id, raw, tRun, t0, reads ? reads.slice(read0) : undefined, jsonReads);
+      try {
+        postResult(id, raw, tRun, t0, reads ? reads.slice(read0) : undefined, jsonReads);
+      } finally {
+        if (replaced) replaced.free();
+      }
       return;
     }
     case 'openVis': {
