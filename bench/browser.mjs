@@ -115,6 +115,10 @@ try {
       const out = {
         nodes: r.npu.parent.length,
         runMs: r.timings?.runMs ?? NaN,
+        // The worker's time after run(): turning its answer into the posted graphs.
+        afterRunMs: (r.timings?.totalMs ?? NaN) - (r.timings?.runMs ?? NaN),
+        // The page's display of the answer (models, outlines, panes, legend, summary).
+        displayMs: window.__probelens.timings.displayMs,
         wasmBytes: r.timings?.wasmBytes ?? NaN,
       };
       const v = window.__probelens.views.npu;
@@ -182,6 +186,8 @@ console.log('| measure | value |');
 console.log('| --- | --- |');
 console.log(`| drop of the Bench folder -> compare drawn | ${(col('dropToGraphMs') / 1000).toFixed(1)} s |`);
 console.log(`| of which the worker's run() | ${(col('runMs') / 1000).toFixed(1)} s |`);
+console.log(`| of which the worker's answer after run() (parse, columns, post) | ${col('afterRunMs').toFixed(0)} ms |`);
+console.log(`| of which the page's display of the answer | ${col('displayMs').toFixed(0)} ms |`);
 console.log(`| wasm memory after the run | ${mb(col('wasmBytes'))} MB (${(col('wasmBytes') / inputBytes).toFixed(2)}x input) |`);
 console.log(`| expand all (NPU pane) | ${col('expandAllMs').toFixed(0)} ms |`);
 console.log(`| frame while panning/zooming, all expanded (median / max) | ${col('frameMedianMs').toFixed(1)} / ${col('frameMaxMs').toFixed(1)} ms |`);
