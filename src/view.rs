@@ -1,5 +1,6 @@
-//! Plain DTOs for the page: a compact, column-wise form of both graphs and per-node details.
-//! They are the only `Serialize` types besides the file formats; the core's graph types are not.
+//! Plain DTOs for the page: the `run` answer, a compact, column-wise binary form of both graphs
+//! ([`graph_columns`]) and per-node details. They are the only `Serialize` types besides the file
+//! formats; the core's graph types are not.
 
 use crate::compare::apply_results;
 use crate::dump::OverflowLevel;
@@ -9,82 +10,25 @@ use crate::items::{formatted_fields, ItemMap, Mode, State};
 use crate::run::PairResult;
 use serde::Serialize;
 
-/// One graph in pre-order, column-wise (`names`, `parent`, `nodeType`, `precision`,
-/// `overflow`, `matched`, `microStep`, `subtreeEnd`). The columns are written straight from the
-/// graph when serialized: no copy of the names or of any column is made (a page's graph can
-/// have millions of nodes).
-#[derive(Debug)]
-pub struct GraphDto<'a> {
-    g: &'a Graph,
-    order: &'a Order,
-    other: Option<&'a Order>,
-    subtree_end: Vec<u32>,
-}
-
-/// A column: a sequence made on demand from an iterator.
-struct Column<F>(F);
-
-impl<F, I> Serialize for Column<F>
-where
-    F: Fn() -> I,
-    I: Iterator,
-    I::Item: Serialize,
-{
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq((self.0)())
-    }
-}
-
-impl Serialize for GraphDto<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let (g, order, other) = (self.g, self.order, self.other);
-        let nodes = || order.ids.iter().map(move |&id| g.node(id));
-        let mut m = s.serialize_struct("GraphDto", 8)?;
-        m.serialize_field("names", &Column(|| nodes().map(|n| n.name.as_str())))?;
-        m.serialize_field(
-            "parent",
-            &Column(|| nodes().map(|n| n.parent.map(|p| order.index_of[p as usize]).unwrap_or(-1))),
-        )?;
-        m.serialize_field("nodeType", &Column(|| nodes().map(|n| n.op.value())))?;
-        m.serialize_field(
-            "precision",
-            &Column(|| nodes().map(|n| n.precision.map(|p| p.0))),
-        )?;
-        m.serialize_field(
-            "overflow",
-            &Column(|| nodes().map(|n| n.overflow.map(|o| o.as_str()))),
-        )?;
-        m.serialize_field(
-            "matched",
-            &Column(|| {
-                nodes().map(|n| match (other, n.partner) {
-                    (Some(o), Some(p)) => o.index_of.get(p as usize).copied().unwrap_or(-1),
-                    _ => -1,
-                })
-            }),
-        )?;
-        m.serialize_field(
-            "microStep",
-            &Column(|| nodes().map(|n| n.micro_step.unwrap_or(0))),
-        )?;
-        m.serialize_field("subtreeEnd", &self.subtree_end)?;
-        m.end()
-    }
-}
-
-/// The answer to `run`.
+/// The answer to `run` (JSON): everything but the graphs' columns, which cross as one binary
+/// buffer per side ([`graph_columns`]).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunDto<'a> {
+pub struct RunDto {
     pub graph_type: &'static str,
     pub task: &'static str,
     pub micro_steps: i64,
     pub node_colors: serde_json::Value,
     pub tool_tip: serde_json::Value,
     pub diagnostics: Vec<crate::error::Diagnostic>,
-    pub npu: GraphDto<'a>,
-    pub bench: Option<GraphDto<'a>>,
+    pub npu: GraphSize,
+    pub bench: Option<GraphSize>,
+}
+
+/// A graph of the `run` answer: its node count (`{"nodes": n}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GraphSize {
+    pub nodes: usize,
 }
 
 /// Pre-order of a graph and the inverse map.
@@ -122,15 +66,6 @@ fn subtree_ends(g: &Graph, order: &Order) -> Vec<u32> {
         subtree_end[i] = end;
     }
     subtree_end
-}
-
-fn graph_dto<'a>(g: &'a Graph, order: &'a Order, other: Option<&'a Order>) -> GraphDto<'a> {
-    GraphDto {
-        g,
-        order,
-        other,
-        subtree_end: subtree_ends(g, order),
-    }
 }
 
 /// The first bytes of a [`graph_columns`] buffer.
@@ -174,10 +109,11 @@ fn overflow_code(o: Option<OverflowLevel>) -> u8 {
 /// | `H + 25n` | u8 × n | overflow level code |
 /// | `H + 26n` | to the end | the names, UTF-8, joined with `\0` (none after the last) |
 ///
-/// The values are those of the former JSON columns (`names`, `parent`, `nodeType`,
-/// `precision`, `overflow`, `matched`, `microStep`, `subtreeEnd`) after the worker's typed-array
-/// conversion. A name holding a `\0` is not escaped (the page splits the names on it, as it
-/// split the joined JSON names before).
+/// These are the columns of the page's `Graph` (`www/protocol.js`: `names`, `parent`,
+/// `nodeType`, `precision`, `overflow`, `matched`, `microStep`, `subtreeEnd`), with the values
+/// the `run` answer's JSON columns had, as the worker converted them to typed arrays. A name
+/// holding a `\0` is not escaped (the page splits the names on it, as it split the joined JSON
+/// names before).
 pub fn graph_columns(g: &Graph, order: &Order, other: Option<&Order>) -> Vec<u8> {
     let n = order.ids.len();
     let nodes = || order.ids.iter().map(|&id| g.node(id));
@@ -231,13 +167,15 @@ pub fn orders(res: &PairResult) -> (Order, Option<Order>) {
     (on, ob)
 }
 
-/// The `run` answer over the pre-orders of [`orders`] (it borrows the result; serialize it).
-pub fn run_dto<'a>(res: &'a PairResult, on: &'a Order, ob: Option<&'a Order>) -> RunDto<'a> {
-    let npu = graph_dto(&res.npu.graph, on, ob);
-    let bench = res
-        .bench
-        .as_ref()
-        .map(|b| graph_dto(&b.graph, ob.unwrap_or(on), Some(on)));
+/// The `run` answer over the pre-orders of [`orders`] (serialize it); the graphs' columns are
+/// [`graph_columns`] over the same pre-orders.
+pub fn run_dto(res: &PairResult, on: &Order, ob: Option<&Order>) -> RunDto {
+    let npu = GraphSize {
+        nodes: on.ids.len(),
+    };
+    let bench = res.bench.as_ref().map(|_| GraphSize {
+        nodes: ob.map_or(0, |o| o.ids.len()),
+    });
     let compare = res.bench.is_some();
     let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Null);
     RunDto {
