@@ -120,42 +120,43 @@ pub fn graph_columns(g: &Graph, order: &Order, other: Option<&Order>) -> Vec<u8>
     let levels = COLUMNS_OVERFLOW.map(OverflowLevel::as_str).join("\0");
     let head = (16 + levels.len()).div_ceil(8) * 8;
     let names_len = nodes().map(|x| x.name.len()).sum::<usize>() + n.saturating_sub(1);
-    let mut out = Vec::with_capacity(head + 26 * n + names_len);
-    out.extend_from_slice(&COLUMNS_MAGIC);
-    out.extend_from_slice(&COLUMNS_VERSION.to_le_bytes());
+    // Every section is sized here and filled below in one pass over the nodes.
+    let mut out = vec![0u8; head + 26 * n + names_len];
+    let (header, body) = out.split_at_mut(head);
+    let (precision, body) = body.split_at_mut(8 * n);
+    let (parent, body) = body.split_at_mut(4 * n);
+    let (matched, body) = body.split_at_mut(4 * n);
+    let (micro_step, body) = body.split_at_mut(4 * n);
+    let (subtree_end, body) = body.split_at_mut(4 * n);
+    let (node_type, body) = body.split_at_mut(n);
+    let (overflow, names) = body.split_at_mut(n);
+    header[0..4].copy_from_slice(&COLUMNS_MAGIC);
+    header[4..8].copy_from_slice(&COLUMNS_VERSION.to_le_bytes());
     // Node ids are u32, so is a pre-order's length.
-    out.extend_from_slice(&(n as u32).to_le_bytes());
-    out.extend_from_slice(&(levels.len() as u32).to_le_bytes());
-    out.extend_from_slice(levels.as_bytes());
-    out.resize(head, 0);
-    for x in nodes() {
-        let p = x.precision.map(|p| p.0).filter(|p| p.is_finite());
-        out.extend_from_slice(&p.unwrap_or(f64::NAN).to_le_bytes());
-    }
+    header[8..12].copy_from_slice(&(n as u32).to_le_bytes());
+    header[12..16].copy_from_slice(&(levels.len() as u32).to_le_bytes());
+    header[16..16 + levels.len()].copy_from_slice(levels.as_bytes());
     let index = |o: &Order, id: Option<NodeId>| -> i32 {
         id.and_then(|id| o.index_of.get(id as usize).copied())
             .unwrap_or(-1) as i32
     };
-    for x in nodes() {
-        out.extend_from_slice(&index(order, x.parent).to_le_bytes());
-    }
-    for x in nodes() {
+    let mut name_at = 0;
+    for (i, (x, end)) in nodes().zip(subtree_ends(g, order)).enumerate() {
+        let p = x.precision.map(|p| p.0).filter(|p| p.is_finite());
+        precision[8 * i..8 * i + 8].copy_from_slice(&p.unwrap_or(f64::NAN).to_le_bytes());
+        let at = 4 * i..4 * i + 4;
+        parent[at.clone()].copy_from_slice(&index(order, x.parent).to_le_bytes());
         let m = other.map_or(-1, |o| index(o, x.partner));
-        out.extend_from_slice(&m.to_le_bytes());
-    }
-    for x in nodes() {
-        out.extend_from_slice(&(x.micro_step.unwrap_or(0) as i32).to_le_bytes());
-    }
-    for e in subtree_ends(g, order) {
-        out.extend_from_slice(&(e as i32).to_le_bytes());
-    }
-    out.extend(nodes().map(|x| x.op.value()));
-    out.extend(nodes().map(|x| overflow_code(x.overflow)));
-    for (i, x) in nodes().enumerate() {
-        if i > 0 {
-            out.push(0);
-        }
-        out.extend_from_slice(x.name.as_bytes());
+        matched[at.clone()].copy_from_slice(&m.to_le_bytes());
+        let ms = x.micro_step.unwrap_or(0) as i32;
+        micro_step[at.clone()].copy_from_slice(&ms.to_le_bytes());
+        subtree_end[at].copy_from_slice(&(end as i32).to_le_bytes());
+        node_type[i] = x.op.value();
+        overflow[i] = overflow_code(x.overflow);
+        // The separator before every name but the first is the zero already there.
+        name_at += usize::from(i > 0);
+        names[name_at..name_at + x.name.len()].copy_from_slice(x.name.as_bytes());
+        name_at += x.name.len();
     }
     out
 }
