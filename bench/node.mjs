@@ -5,8 +5,10 @@
 // the two folders' files the way the page's worker does (construct.json / stack.json copied in,
 // dump.json as a lazy file read in slices through the session's reader, here `fs.readSync`), and
 // times, as medians of BENCH_RUNS fresh sessions: the NPU side's parse (`check`), the Bench side's
-// parse, the `run` (graphs, layer mapping, match, compare, the answer's JSON), and the answer's
-// `JSON.parse`; the wasm memory after the run. One thread, as in the page's worker.
+// parse, the `run` (graphs, layer mapping, match, compare, the answer's JSON without the graphs'
+// columns), and the answer's decoding as the worker does it (`JSON.parse` of the answer, `columns`
+// per side, www/columns.js's `decodeColumns`); the wasm memory after the run. One thread, as in the
+// page's worker.
 // Prints Markdown on stdout. Not a test.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,6 +27,7 @@ if (!fs.existsSync(path.join(pkg, 'probelens_bg.wasm'))) {
   process.exit(2);
 }
 const { initSync, Session } = await import(path.join(pkg, 'probelens.js'));
+const { decodeColumns } = await import(path.join(ROOT, 'www', 'columns.js'));
 const exp = initSync({ module: fs.readFileSync(path.join(pkg, 'probelens_bg.wasm')) });
 const memory = /** @type {WebAssembly.Memory} */ (exp.memory);
 
@@ -81,25 +84,33 @@ for (let k = 0; k < runs; k++) {
   const opts = { step: layout.npu.steps[0], rank: layout.npu.ranks[0], layerMapping: mapping, layerMappingName: path.basename(mappingPath) };
   const text = s.run(JSON.stringify(opts));
   const t3 = performance.now();
+  // As the worker: the answer, then each side's columns, decoded.
   const answer = JSON.parse(text);
+  const npuCols = s.columns('npu');
+  const benchCols = answer.bench ? s.columns('bench') : null;
+  const npu = decodeColumns(npuCols, answer.npu.nodes).graph;
+  if (benchCols) decodeColumns(benchCols, answer.bench.nodes);
   const t4 = performance.now();
-  nodes = answer.npu.names.length;
-  matched = answer.npu.matched.filter((m) => m >= 0).length;
-  samples.push({ npu: t1 - t0, bench: t2 - t1, run: t3 - t2, parseAnswer: t4 - t3, total: t4 - t0, answerBytes: text.length, wasm: memory.buffer.byteLength });
+  nodes = npu.parent.length;
+  matched = npu.matched.filter((m) => m >= 0).length;
+  const columnBytes = npuCols.byteLength + (benchCols?.byteLength ?? 0);
+  samples.push({ npu: t1 - t0, bench: t2 - t1, run: t3 - t2, answer: t4 - t3, total: t4 - t0, answerBytes: text.length, columnBytes, wasm: memory.buffer.byteLength });
   s.free();
   close();
 }
 const col = (k) => median(samples.map((x) => x[k]));
 const all = (k, f) => samples.map((x) => f(x[k])).join(', ');
 const sec = (ms) => `${(ms / 1000).toFixed(2)} s`;
+const sec3 = (ms) => `${(ms / 1000).toFixed(3)} s`;
 const mb = (b) => `${(b / 1e6).toFixed(0)} MB`;
+const kb = (b) => `${(b / 1e3).toFixed(0)} kB`;
 console.log(`WASM under Node ${process.version} (the page's core, www/pkg, one thread), median of ${runs} fresh session(s); input ${mb(inputBytes)}, NPU graph ${nodes} nodes, ${matched} matched.`);
 console.log('');
 console.log('| measure | median | runs |');
 console.log('| --- | --- | --- |');
-console.log(`| end to end (both parses + run + JSON.parse of the answer) | ${sec(col('total'))} | ${all('total', sec)} |`);
+console.log(`| end to end (both parses + run + the answer's decoding) | ${sec(col('total'))} | ${all('total', sec)} |`);
 console.log(`| parse NPU folder (\`check\`) | ${sec(col('npu'))} | ${all('npu', sec)} |`);
 console.log(`| parse Bench folder (\`check\`) | ${sec(col('bench'))} | ${all('bench', sec)} |`);
-console.log(`| \`run\`: graphs, layer mapping, match, compare, answer JSON | ${sec(col('run'))} | ${all('run', sec)} |`);
-console.log(`| JSON.parse of the answer (${mb(col('answerBytes'))}) | ${sec(col('parseAnswer'))} | ${all('parseAnswer', sec)} |`);
+console.log(`| \`run\`: graphs, layer mapping, match, compare, answer JSON (no columns) | ${sec(col('run'))} | ${all('run', sec)} |`);
+console.log(`| the answer's decoding: JSON.parse (${kb(col('answerBytes'))}) + \`columns\` (${mb(col('columnBytes'))}) + decodeColumns, both sides | ${sec3(col('answer'))} | ${all('answer', sec3)} |`);
 console.log(`| wasm memory after the run | ${mb(col('wasm'))} (${(col('wasm') / inputBytes).toFixed(2)}x input) | ${all('wasm', mb)} |`);

@@ -167,7 +167,8 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 # 5a. the page's core (www/pkg, built by `npm run build`) under Node, one thread: both parses, the
-# run, the answer's JSON.parse, wasm memory; Markdown on stdout (bench/node.mjs).
+# run, the answer's decoding (JSON.parse, columns, decodeColumns), wasm memory; Markdown on stdout
+# (bench/node.mjs).
 if [ "${BENCH_NODE:-1}" != 0 ] && [ -f bench/node.mjs ]; then
     if [ -f www/pkg/probelens_bg.wasm ]; then
         log "WASM under Node (bench/node.mjs)"

@@ -964,7 +964,11 @@ fn map_scope<'s>(
             let name = scope[idx + 1];
             cur = match n_trie.nodes[cur].children.get(name) {
                 Some(&c) => c,
-                None => return Err(format!("internal: scope '{full_scope}' is not in the NPU tree")),
+                None => {
+                    return Err(format!(
+                        "internal: scope '{full_scope}' is not in the NPU tree"
+                    ))
+                }
             };
             idx += 1;
         }
@@ -1059,7 +1063,18 @@ mod tests {
 
     #[test]
     fn name_fields_like_split() {
-        for name in ["", "a", "a.b", "a.b.c", "a.b.c.d", "a.b.c.d.e", "Module.x.y.forward.0", "..", "a..b.c.", "Tensor.add.0.forward.input.0"] {
+        for name in [
+            "",
+            "a",
+            "a.b",
+            "a.b.c",
+            "a.b.c.d",
+            "a.b.c.d.e",
+            "Module.x.y.forward.0",
+            "..",
+            "a..b.c.",
+            "Tensor.add.0.forward.input.0",
+        ] {
             let parts: Vec<&str> = name.split('.').collect();
             let mut want: Vec<&str> = name.rsplitn(5, '.').take(4).collect();
             want.resize(4, "");

@@ -1,6 +1,7 @@
 //! The WebAssembly boundary: one `#[wasm_bindgen]` handle, [`Session`], with a few coarse
-//! methods. JSON text crosses the boundary; errors become JS `Error`s whose message is the
-//! user-facing text. This is the only file that touches wasm-bindgen.
+//! methods. JSON text crosses the boundary, and the graphs' columns as one binary buffer per side
+//! (`columns`); errors become JS `Error`s whose message is the user-facing text. This is the only
+//! file that touches wasm-bindgen.
 
 use crate::dump::RankDump;
 use crate::error::{Error, Result};
@@ -596,7 +597,7 @@ impl Session {
         let text = self.keep(res, npu_dir, bench_dir)?;
         let head = serde_json::json!({"ranks": ranks, "rank": rank}).to_string();
         // The DTO is an object: the merge info goes in as its first key (no second copy of the
-        // graphs as a JSON value).
+        // answer as a JSON value).
         Ok(match text.strip_prefix('{') {
             Some(rest) if rest.starts_with('}') => format!("{{\"merge\":{head}}}"),
             Some(rest) => format!("{{\"merge\":{head},{rest}"),
@@ -605,7 +606,7 @@ impl Session {
     }
 
     /// Keeps a finished run as the session's result (with the pre-orders the page's node indices
-    /// refer to) and returns the run answer as JSON.
+    /// refer to) and returns the run answer as JSON (the graphs' columns: `columns`).
     fn keep(
         &mut self,
         res: PairResult,
@@ -896,7 +897,8 @@ impl Session {
         Ok(serde_json::json!({"npu": npu, "bench": bench}).to_string())
     }
 
-    /// Builds or compares the chosen step and rank; returns the graphs as JSON.
+    /// Builds or compares the chosen step and rank; returns the answer as JSON (`view::RunDto`:
+    /// everything but the graphs' columns, which `columns` gives).
     pub fn run(&mut self, options: &str) -> std::result::Result<String, JsValue> {
         let o: RunOpts =
             serde_json::from_str(options).map_err(|e| js_err(format!("bad run options: {e}")))?;
@@ -1146,6 +1148,28 @@ impl Session {
                 }
                 Err(err.into())
             }
+        }
+    }
+
+    /// The graph columns of one side (`"npu"`/`"bench"`) of the last result, in one
+    /// little-endian buffer (`view::graph_columns`: the layout; the `run` answer has only
+    /// `{"nodes": n}` per side). The current state: manual matches since the run are in it.
+    pub fn columns(&self, side: &str) -> std::result::Result<Vec<u8>, JsValue> {
+        let last = self
+            .last
+            .as_ref()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        match side {
+            "npu" => Ok(view::graph_columns(
+                &last.res.npu.graph,
+                &last.npu_order,
+                last.bench_order.as_ref(),
+            )),
+            "bench" => match (&last.res.bench, &last.bench_order) {
+                (Some(b), Some(o)) => Ok(view::graph_columns(&b.graph, o, Some(&last.npu_order))),
+                _ => Err(js_err("no bench graph in this result")),
+            },
+            other => Err(unknown_side(other)),
         }
     }
 

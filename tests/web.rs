@@ -82,7 +82,76 @@ fn options(mapping: Option<&str>) -> String {
 }
 
 fn run(s: &mut Session, mapping: Option<&str>) -> serde_json::Value {
-    serde_json::from_str(&s.run(&options(mapping)).unwrap()).unwrap()
+    answer(s, &options(mapping))
+}
+
+/// `run`'s answer with each graph's columns (`columns`, the binary buffer) put back into it as
+/// JSON arrays: `names`, `parent`, `nodeType`, `precision` (null for none), `overflow`,
+/// `matched`, `microStep`, `subtreeEnd`, beside the answer's `nodes`.
+fn answer(s: &mut Session, opts: &str) -> serde_json::Value {
+    let mut r: serde_json::Value = serde_json::from_str(&s.run(opts).unwrap()).unwrap();
+    for side in ["npu", "bench"] {
+        if r[side].is_null() {
+            assert!(s.columns(side).is_err(), "no {side} graph, no columns");
+            continue;
+        }
+        let cols = columns_json(&s.columns(side).unwrap());
+        assert_eq!(
+            r[side]["nodes"].as_u64(),
+            Some(cols["names"].as_array().unwrap().len() as u64)
+        );
+        r[side]
+            .as_object_mut()
+            .unwrap()
+            .extend(cols.as_object().unwrap().clone());
+    }
+    r
+}
+
+/// A `columns` buffer as JSON columns (the layout of `view::graph_columns`).
+fn columns_json(b: &[u8]) -> serde_json::Value {
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    assert_eq!(&b[0..4], b"PLGC");
+    assert_eq!(u32_at(4), 1);
+    let (n, t) = (u32_at(8), u32_at(12));
+    let levels: Vec<&str> = std::str::from_utf8(&b[16..16 + t])
+        .unwrap()
+        .split('\0')
+        .collect();
+    let head = (16 + t).div_ceil(8) * 8;
+    let section = |k: usize, width: usize| &b[head + k * n..head + (k + width) * n];
+    let i32s = |k: usize| -> Vec<i32> {
+        section(k, 4)
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let precision: Vec<Option<f64>> = section(0, 8)
+        .chunks_exact(8)
+        .map(|c| Some(f64::from_le_bytes(c.try_into().unwrap())).filter(|p| !p.is_nan()))
+        .collect();
+    let overflow: Vec<Option<&str>> = section(25, 1)
+        .iter()
+        .map(|&c| (c > 0).then(|| levels[c as usize - 1]))
+        .collect();
+    let names: Vec<&str> = match n {
+        0 => Vec::new(),
+        _ => std::str::from_utf8(&b[head + 26 * n..])
+            .unwrap()
+            .split('\0')
+            .collect(),
+    };
+    assert_eq!(names.len(), n);
+    serde_json::json!({
+        "names": names,
+        "parent": i32s(8),
+        "nodeType": section(24, 1),
+        "precision": precision,
+        "overflow": overflow,
+        "matched": i32s(12),
+        "microStep": i32s(16),
+        "subtreeEnd": i32s(20),
+    })
 }
 
 #[wasm_bindgen_test]
@@ -193,7 +262,7 @@ fn suggestions_accept_and_export_a_mapping() {
     let mut s = loaded();
     let opts = serde_json::json!({"step": 0, "rank": 0, "layerMapping": null, "layoutAware": true})
         .to_string();
-    let r: serde_json::Value = serde_json::from_str(&s.run(&opts).unwrap()).unwrap();
+    let r = answer(&mut s, &opts);
     let npu_names = r["npu"]["names"].as_array().unwrap().clone();
     let bench_names = r["bench"]["names"].as_array().unwrap().clone();
     let min = Session::default_min_score();

@@ -6,7 +6,9 @@
  * `{id, type: 'result', ...}` or `{id, type: 'error', ...}`.
  *
  * Bytes never travel as JS strings: file chunks are `ArrayBuffer`s moved with the transfer list,
- * and the graph arrays of a run come back as typed arrays, also transferred.
+ * and the graph arrays of a run come back as typed arrays, also transferred (from the core they
+ * come as one binary buffer per side, `Session.columns`, decoded by columns.js; an opened msprobe
+ * file's as {@link GraphDto} JSON-shaped columns, converted by the worker).
  *
  * This file holds types and a few constants only (no DOM, no worker API), so both sides can import it.
  */
@@ -35,7 +37,8 @@
  */
 
 /**
- * A graph as the core returns it (JSON), nodes in pre-order, root = 0.
+ * A graph as JSON-shaped columns, nodes in pre-order, root = 0: what visfile.js reads from an
+ * opened msprobe file (the core's graphs hold the same values, in binary: columns.js).
  * @typedef {object} GraphDto
  * @property {string[]} names
  * @property {number[]} parent  -1 for the root
@@ -48,8 +51,8 @@
  */
 
 /**
- * The same graph after the worker converted it: numeric columns as typed arrays (transferred).
- * `precision` uses NaN for null.
+ * The same graph as the page has it: numeric columns as typed arrays (transferred; from the core
+ * they are views on one buffer per side). `precision` uses NaN for null.
  * @typedef {object} Graph
  * @property {string[]} names
  * @property {Int32Array} parent
@@ -62,11 +65,19 @@
  */
 
 /**
+ * A {@link Graph} as it crosses from the worker: the names as one string joined with
+ * {@link NAME_SEP} (see {@link unpackRunResult}).
+ * @typedef {Omit<Graph, 'names'> & {namesJoined: string}} PackedGraph
+ */
+
+/**
  * @typedef {{severity: 'warning' | 'info' | 'error', file: string, message: string}} Diagnostic
  */
 
 /**
- * Result of a run, as the core returns it (with `npu`/`bench` converted to {@link Graph}).
+ * Result of a run: the core's JSON answer (`view::RunDto`, where `npu`/`bench` are only
+ * `{nodes: n}`) with `npu`/`bench` replaced by the {@link Graph}s decoded from `Session.columns`
+ * (or, for an opened msprobe file, converted from visfile.js's {@link GraphDto}s).
  * @typedef {object} RunResult
  * @property {'compare' | 'build'} graphType
  * @property {string} task

@@ -7,6 +7,7 @@ import init, { initSync, Session } from './pkg/probelens.js';
 import initSqlJs from './vendor/sql-wasm.js';
 import { STREAM_THRESHOLD, STAGES, NAME_SEP } from './protocol.js';
 import { VisDb, VisJson, gunzipIfNeeded, sniffVis } from './visfile.js';
+import { decodeColumns } from './columns.js';
 import { toCsv, compareHeader, compareRows } from './csv.js';
 
 /** @typedef {import('./protocol.js').Request} Request */
@@ -14,6 +15,7 @@ import { toCsv, compareHeader, compareRows } from './csv.js';
 /** @typedef {import('./protocol.js').Side} Side */
 /** @typedef {import('./protocol.js').GraphDto} GraphDto */
 /** @typedef {import('./protocol.js').Graph} Graph */
+/** @typedef {import('./protocol.js').PackedGraph} PackedGraph */
 /** @typedef {import('./protocol.js').SliceRead} SliceRead */
 
 const scope = /** @type {DedicatedWorkerGlobalScope} */ (/** @type {unknown} */ (self));
@@ -119,7 +121,7 @@ function messageOf(e) {
 }
 
 /**
- * Converts a GraphDto (plain JSON arrays) into typed columns.
+ * Converts a GraphDto (plain JSON arrays, an opened msprobe file's) into typed columns.
  * @param {GraphDto} g
  * @returns {Graph}
  */
@@ -142,11 +144,17 @@ function toGraph(g) {
   };
 }
 
-/** @param {Graph} g @returns {ArrayBuffer[]} */
-function buffersOf(g) {
-  return [g.parent, g.nodeType, g.precision, g.matched, g.microStep, g.subtreeEnd].map(
+/**
+ * A GraphDto as it crosses to the page: typed columns, names joined, and the buffers to transfer.
+ * @param {GraphDto} dto
+ * @returns {{graph: PackedGraph, buffers: ArrayBuffer[]}}
+ */
+function packDto(dto) {
+  const { names, ...rest } = toGraph(dto);
+  const buffers = [rest.parent, rest.nodeType, rest.precision, rest.matched, rest.microStep, rest.subtreeEnd].map(
     (a) => /** @type {ArrayBuffer} */ (a.buffer),
   );
+  return { graph: { ...rest, namesJoined: names.join(NAME_SEP) }, buffers };
 }
 
 /** @param {Request} req */
@@ -275,6 +283,9 @@ async function handle(req) {
       const tRun = performance.now() - t0;
       post({ id, type: 'progress', stage: STAGES.convert });
       const raw = JSON.parse(text);
+      // The answer holds each graph's size; its columns come as one binary buffer per side.
+      const npu = decodeColumns(s.columns('npu'), raw.npu.nodes);
+      const bench = raw.bench ? decodeColumns(s.columns('bench'), raw.bench.nodes) : null;
       // The session this one replaces is freed after the answer is posted: freeing a large
       // result takes ~0.1 s of wasm time, which then overlaps the page drawing the answer.
       let replaced = null;
@@ -284,7 +295,8 @@ async function handle(req) {
         staging = null;
       }
       try {
-        postResult(id, raw, tRun, t0, reads ? reads.slice(read0) : undefined, jsonReads);
+        const buffers = bench ? [npu.buffer, bench.buffer] : [npu.buffer];
+        postResult(id, raw, npu.graph, bench?.graph ?? null, buffers, tRun, t0, reads ? reads.slice(read0) : undefined, jsonReads);
       } finally {
         if (replaced) replaced.free();
       }
@@ -324,7 +336,10 @@ async function handle(req) {
       if (s instanceof Session) throw new Error('no msprobe output file is open');
       const t0 = performance.now();
       const raw = s instanceof VisDb ? s.run(req.step, req.rank) : s.run();
-      postResult(id, raw, performance.now() - t0, t0);
+      const npu = packDto(raw.npu);
+      const bench = raw.bench ? packDto(raw.bench) : null;
+      const buffers = [...npu.buffers, ...(bench?.buffers ?? [])];
+      postResult(id, raw, npu.graph, bench?.graph ?? null, buffers, performance.now() - t0, t0);
       return;
     }
     case 'match': {
@@ -447,24 +462,19 @@ function nodeOf(s, side, index) {
 }
 
 /**
- * Converts a run answer to typed columns and posts it (the buffers are transferred).
- * @param {number} id @param {any} raw @param {number} tRun @param {number} t0
+ * Posts a run answer with its graphs (their buffers are transferred).
+ * @param {number} id @param {any} raw the answer (its `npu`/`bench` are replaced by the graphs)
+ * @param {PackedGraph} npu @param {PackedGraph | null} bench @param {ArrayBuffer[]} buffers the graphs' buffers
+ * @param {number} tRun @param {number} t0
  * @param {string[]} [tensorReads] tensor files the core read during the run
  * @param {SliceRead[]} [jsonReads] reads of JSON files since the previous run
  */
-function postResult(id, raw, tRun, t0, tensorReads, jsonReads) {
-  const npu = toGraph(raw.npu);
-  const bench = raw.bench ? toGraph(raw.bench) : null;
+function postResult(id, raw, npu, bench, buffers, tRun, t0, tensorReads, jsonReads) {
   currentMatched = { npu: npu.matched.slice(), bench: bench ? bench.matched.slice() : null };
   currentTask = raw.task ?? '';
-  const pack = (/** @type {Graph | null} */ g) => {
-    if (!g) return null;
-    const { names, ...rest } = g;
-    return { ...rest, namesJoined: names.join(NAME_SEP) };
-  };
   const wasmBytes = wasmMemory ? wasmMemory.buffer.byteLength : 0;
-  const value = { ...raw, npu: pack(npu), bench: pack(bench), tensorReads, jsonReads, timings: { runMs: tRun, totalMs: performance.now() - t0, wasmBytes } };
-  post({ id, type: 'result', value }, [...buffersOf(npu), ...(bench ? buffersOf(bench) : [])]);
+  const value = { ...raw, npu, bench, tensorReads, jsonReads, timings: { runMs: tRun, totalMs: performance.now() - t0, wasmBytes } };
+  post({ id, type: 'result', value }, buffers);
 }
 
 /**

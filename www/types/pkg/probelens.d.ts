@@ -22,6 +22,7 @@ export class Session {
   check(side: string): void;
   layout(): string;
   run(options: string): string;
+  columns(side: string): Uint8Array;
   node(side: string, index: number): string;
   matchNodes(npu_index: number, bench_index: number, recursive: boolean): string;
   matchMany(pairs: string): string;
