@@ -86,6 +86,13 @@ else
     built="working tree at $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     [ -z "$dirty" ] || built="$built + uncommitted changes in: ${dirty% }"
 fi
+# The page's parts (5a, 5) measure www/pkg and dist/: build them from the same working tree, or
+# they would measure whatever build was left there (BENCH_PAGE_BUILD=0 keeps the present one).
+if [ "${BENCH_PAGE_BUILD:-1}" != 0 ] && { [ "${BENCH_NODE:-1}" != 0 ] || [ "${BENCH_BROWSER:-1}" != 0 ]; }; then
+    log "npm run build (the page and its wasm, working tree)"
+    npm run build --silent >"$WORK/page-build.log" 2>&1 || { log "npm run build failed:"; tail -n 20 "$WORK/page-build.log" >&2; exit 1; }
+    [ -z "${BENCH_REV:-}" ] || built="$built; the page (Node and browser parts) from the working tree"
+fi
 "$BIN" version >"$WORK/version.txt" 2>&1 || echo "unknown" >"$WORK/version.txt"
 
 # ---------------------------------------------------------------------------------------------
