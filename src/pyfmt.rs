@@ -25,16 +25,8 @@ pub fn pct_into(x: f64, out: &mut String) {
 /// otherwise. Ryu finds exactly those digits (shortest, nearest, ties to even); only its layout
 /// differs, so its text is taken apart into digits and a decimal point position first.
 pub fn float_repr_into(x: f64, out: &mut String) {
-    if x.is_nan() {
-        out.push_str("nan");
-        return;
-    }
-    if x.is_infinite() {
-        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
-        return;
-    }
-    if x == 0.0 {
-        out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+    if let Some(t) = special_repr(x) {
+        out.push_str(t);
         return;
     }
     let mut rb = ryu::Buffer::new();
@@ -82,9 +74,29 @@ pub fn float_repr_into(x: f64, out: &mut String) {
         dbuf[0] = b'0';
         nd = 1;
     }
-    let exp = decpt - 1;
     // Only ASCII digits were stored.
     let digits = std::str::from_utf8(&dbuf[..nd]).unwrap_or("0");
+    python_layout(neg, digits, decpt, out);
+}
+
+/// The repr of the floats that have no digits to find: NaN, the infinities and the zeros.
+fn special_repr(x: f64) -> Option<&'static str> {
+    if x.is_nan() {
+        Some("nan")
+    } else if x.is_infinite() {
+        Some(if x > 0.0 { "inf" } else { "-inf" })
+    } else if x == 0.0 {
+        Some(if x.is_sign_negative() { "-0.0" } else { "0.0" })
+    } else {
+        None
+    }
+}
+
+/// Python's layout of a float's significant `digits` (no leading or trailing zeros) with the
+/// decimal point at `decpt` (x = 0.d1d2... * 10^decpt): fixed notation for -4 < decpt <= 16,
+/// else `d.ddde±XX`.
+fn python_layout(neg: bool, digits: &str, decpt: i32, out: &mut String) {
+    let exp = decpt - 1;
     if neg {
         out.push('-');
     }
@@ -361,16 +373,8 @@ mod tests {
     /// The former `float_repr_into` (Rust's `{:e}` + a tie fix-up), validated against Python's
     /// `repr` over the fixtures: the oracle the ryu-based one is tested against.
     fn float_repr_grisu_into(x: f64, out: &mut String) {
-        if x.is_nan() {
-            out.push_str("nan");
-            return;
-        }
-        if x.is_infinite() {
-            out.push_str(if x > 0.0 { "inf" } else { "-inf" });
-            return;
-        }
-        if x == 0.0 {
-            out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
+        if let Some(t) = special_repr(x) {
+            out.push_str(t);
             return;
         }
         // Rust's `{:e}` finds the shortest digit count that round-trips, but on an exact tie it may
@@ -420,37 +424,7 @@ mod tests {
         }
         // Only ASCII digits were stored.
         let digits = std::str::from_utf8(&dbuf[..nd]).unwrap_or("0");
-        let decpt = exp + 1;
-        if neg {
-            out.push('-');
-        }
-        if !(-4 < decpt && decpt <= 16) {
-            out.push_str(&digits[..1]);
-            if digits.len() > 1 {
-                out.push('.');
-                out.push_str(&digits[1..]);
-            }
-            let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
-        } else if decpt <= 0 {
-            out.push_str("0.");
-            for _ in 0..(-decpt) {
-                out.push('0');
-            }
-            out.push_str(digits);
-        } else {
-            let d = decpt as usize;
-            if d >= digits.len() {
-                out.push_str(digits);
-                for _ in 0..(d - digits.len()) {
-                    out.push('0');
-                }
-                out.push_str(".0");
-            } else {
-                out.push_str(&digits[..d]);
-                out.push('.');
-                out.push_str(&digits[d..]);
-            }
-        }
+        python_layout(neg, digits, exp + 1, out);
     }
 
     /// Whether two `n`-digit strings can be equally near `x`: only when the exact decimal value of
