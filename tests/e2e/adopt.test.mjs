@@ -13,7 +13,8 @@ import path from 'node:path';
 import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf,
-  recordSent, resetSent, lastLoad, visibleErrors, choose, clear, assertUnmatchUndoKeepsMetrics } from './helpers.mjs';
+  recordSent, resetSent, lastLoad, visibleErrors, choose, clear, assertUnmatchUndoKeepsMetrics,
+  assertMatchesReference, detailsOf } from './helpers.mjs';
 
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
@@ -34,28 +35,6 @@ async function fullResult(page) {
     };
     return { graphType: r.graphType, task: r.task, nodeColors: r.nodeColors, diagnostics: r.diagnostics, npu: side(r.npu), bench: side(r.bench) };
   });
-}
-
-/** Asserts the shown result is the mix fixture's compare as msprobe made it (with its mapping). */
-function assertMix(sum) {
-  const rn = reference('qwen_mix_statistics', 'map', 0, 0, 'NPU');
-  const rb = reference('qwen_mix_statistics', 'map', 0, 0, 'Bench');
-  assert.equal(sum.graphType, 'compare');
-  assert.equal(sum.npu.nodes, rn.nodes);
-  assert.equal(sum.npu.matched, rn.matched);
-  assert.equal(sum.bench.nodes, rb.nodes);
-  assert.equal(sum.bench.matched, rb.matched);
-  assert.deepEqual(sum.npu.precision, rn.precision_index);
-}
-
-/** Selects a node and waits for its details (or the message that replaces them). */
-async function detailsOf(page, side, i) {
-  await page.evaluate(([s, k]) => window.__probelens.select(s, k), [side, i]);
-  await page.waitForFunction(() => {
-    const d = document.getElementById('details');
-    return !!d.dataset.node || /unavailable|Could not/.test(d.textContent ?? '');
-  });
-  return page.evaluate(() => ({ node: document.getElementById('details').dataset.node, text: document.getElementById('details').textContent }));
 }
 
 describe('a load adopts the unchanged side from the shown session', () => {
@@ -85,7 +64,7 @@ describe('a load adopts the unchanged side from the shown session', () => {
     assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], ['fileHandles', 'fileBegin']], 'both sides sent');
     assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC), 'bench/dump.json': size(BENCH_PROC) }, 'both dump.json read');
     fresh = await fullResult(page);
-    assertMix(await resultSummary(page));
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
     assertClean();
     await context.close();
   });

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference,
-  recordSent, resetSent, lastLoad, visibleErrors, choose,
+  recordSent, resetSent, lastLoad, visibleErrors, choose, assertMatchesReference,
 } from './helpers.mjs';
 
 // A step/rank tree on both sides (two steps, two ranks); its layer_mapping.yaml is the demo's (the same file).
@@ -32,18 +32,6 @@ function dumpSizes(slot, root) {
   };
   walk(root, '');
   return out;
-}
-
-/** Asserts the page's result equals the reference numbers of (fixture, variant, step, rank). */
-function assertMatchesReference(sum, fixture, variant, step, rank) {
-  const rn = reference(fixture, variant, step, rank, 'NPU');
-  const rb = reference(fixture, variant, step, rank, 'Bench');
-  assert.equal(sum.graphType, 'compare');
-  assert.equal(sum.npu.nodes, rn.nodes, `NPU nodes (${fixture}/${variant} step ${step} rank ${rank})`);
-  assert.equal(sum.npu.matched, rn.matched, 'NPU matched');
-  assert.equal(sum.bench.nodes, rb.nodes, 'Bench nodes');
-  assert.equal(sum.bench.matched, rb.matched, 'Bench matched');
-  assert.deepEqual(sum.npu.precision, rn.precision_index, 'NPU precision_index histogram');
 }
 
 /** What the two side cards and the mapping card show. */

@@ -159,6 +159,28 @@ export function reference(fixture, variant, step, rank, source) {
   throw new Error(`no reference for ${fixture}/${variant} step ${step} rank ${rank} ${source}`);
 }
 
+/** Asserts the page's result equals the reference numbers of (fixture, variant, step, rank). */
+export function assertMatchesReference(sum, fixture, variant, step, rank) {
+  const rn = reference(fixture, variant, step, rank, 'NPU');
+  const rb = reference(fixture, variant, step, rank, 'Bench');
+  assert.equal(sum.graphType, 'compare');
+  assert.equal(sum.npu.nodes, rn.nodes, `NPU nodes (${fixture}/${variant} step ${step} rank ${rank})`);
+  assert.equal(sum.npu.matched, rn.matched, 'NPU matched');
+  assert.equal(sum.bench.nodes, rb.nodes, 'Bench nodes');
+  assert.equal(sum.bench.matched, rb.matched, 'Bench matched');
+  assert.deepEqual(sum.npu.precision, rn.precision_index, 'NPU precision_index histogram');
+}
+
+/** Selects a node and waits until its details are shown (or a message replaces them); returns them. */
+export async function detailsOf(page, side, i) {
+  await page.evaluate(([s, k]) => window.__probelens.select(s, k), [side, i]);
+  await page.waitForFunction(() => {
+    const d = document.getElementById('details');
+    return !!d.dataset.node || /unavailable|Could not/.test(d.textContent ?? '');
+  });
+  return page.evaluate(() => ({ node: document.getElementById('details').dataset.node, text: document.getElementById('details').textContent }));
+}
+
 /**
  * Expected class of every node, computed independently from the result's colour table:
  * NPU: unmatched → 'unmatched'; else the entry whose [lo, hi) (last: [lo, hi]) contains the precision index,

@@ -18,7 +18,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { writeSyntheticDump } from './synth.mjs';
-import { FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf } from './helpers.mjs';
+import { FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf,
+  detailsOf, visibleErrors } from './helpers.mjs';
 
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
@@ -29,21 +30,6 @@ const MIB = 1024 * 1024;
 
 /** The end of both memory messages (the worker's and the core's). */
 const ADVICE = "a page's WebAssembly memory is at most 4 GiB): use the CLI (probelens graph_visualize) or a smaller dump";
-
-/** Selects a node and waits until its details are shown (or a message replaces them). */
-async function detailsOf(page, side, i) {
-  await page.evaluate(([s, k]) => window.__probelens.select(s, k), [side, i]);
-  await page.waitForFunction(() => {
-    const d = document.getElementById('details');
-    return !!d.dataset.node || /unavailable|Could not/.test(d.textContent ?? '');
-  });
-  return page.evaluate(() => ({ node: document.getElementById('details').dataset.node, text: document.getElementById('details').textContent }));
-}
-
-/** The card errors that are visible. */
-async function visibleErrors(page) {
-  return page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));
-}
 
 describe('the browser memory limit', () => {
   let server;

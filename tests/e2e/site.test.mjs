@@ -11,7 +11,7 @@ import initSqlJs from 'sql.js';
 import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
-  reference, expectedClasses, readOutline, indexOf, assertUnmatchUndoKeepsMetrics } from './helpers.mjs';
+  reference, expectedClasses, readOutline, indexOf, assertUnmatchUndoKeepsMetrics, assertMatchesReference } from './helpers.mjs';
 
 const ROOT_DIR = path.resolve(FIX, '..', '..');
 const MIX = path.join(FIX, 'qwen_mix_statistics');
@@ -21,18 +21,6 @@ const MAPPING = path.join(MIX, 'layer_mapping.yaml');
 const TWO = path.join(FIX, 'qwen_two_ranks');
 /** Modules of 50 nodes each in the synthetic large dump (2000 → 100,001 nodes). */
 const BIG_MODULES = Number(process.env.PROBELENS_BIG_MODULES ?? 2000);
-
-/** Asserts the page's result equals the reference numbers of (fixture, variant, step, rank). */
-function assertMatchesReference(sum, fixture, variant, step, rank) {
-  const rn = reference(fixture, variant, step, rank, 'NPU');
-  const rb = reference(fixture, variant, step, rank, 'Bench');
-  assert.equal(sum.graphType, 'compare');
-  assert.equal(sum.npu.nodes, rn.nodes, `NPU nodes (${fixture}/${variant} step ${step} rank ${rank})`);
-  assert.equal(sum.npu.matched, rn.matched, 'NPU matched');
-  assert.equal(sum.bench.nodes, rb.nodes, 'Bench nodes');
-  assert.equal(sum.bench.matched, rb.matched, 'Bench matched');
-  assert.deepEqual(sum.npu.precision, rn.precision_index, 'NPU precision_index histogram');
-}
 
 /** Full outline check of one side: every node has a row with the class and match flag of the result. */
 async function assertOutline(page, side) {
