@@ -79,13 +79,10 @@ pub const COLUMNS_OVERFLOW: [OverflowLevel; 3] = [
     OverflowLevel::Critical,
 ];
 
+/// A node's overflow code: its level's place in [`COLUMNS_OVERFLOW`] plus one, 0 for none.
 fn overflow_code(o: Option<OverflowLevel>) -> u8 {
-    match o {
-        None => 0,
-        Some(OverflowLevel::Medium) => 1,
-        Some(OverflowLevel::High) => 2,
-        Some(OverflowLevel::Critical) => 3,
-    }
+    o.and_then(|o| COLUMNS_OVERFLOW.iter().position(|l| *l == o))
+        .map_or(0, |k| k as u8 + 1)
 }
 
 /// The page's columns of one graph (nodes in the pre-order `order`; `other`: the other side's
