@@ -1,7 +1,8 @@
 //! The rows of msprobe's `.vis.db` (tables `tb_nodes`, `tb_stack`, `tb_config`) as plain values,
 //! cell for cell, and the distributed post-analysis that fills `matched_distributed`.
 //!
-//! The core never touches SQLite: the CLI inserts these rows.
+//! The core never touches the SQLite library: `visdb` turns these rows into the values that
+//! `sqlite_writer` packs into the file the CLI writes.
 
 use crate::compare::{apply_results, Comparison};
 use crate::dump::RankDump;

@@ -6,7 +6,7 @@
 //! (`src/wasm.rs`, feature `wasm`) are the only hosts.
 //!
 //! Reading order: [`json`] → [`dump`] → [`items`] → [`graph`] → [`mapping`] → [`compare`] →
-//! [`export`] → [`run`] → [`view`].
+//! [`export`] → [`visdb`] → [`sqlite_writer`] → [`run`] → [`view`].
 
 pub mod compare;
 pub mod dump;
@@ -23,9 +23,11 @@ pub mod overflow;
 pub mod pyfmt;
 pub mod realdata;
 pub mod run;
+pub mod sqlite_writer;
 pub mod suggest;
 pub mod tensor;
 pub mod view;
+pub mod visdb;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

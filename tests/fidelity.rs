@@ -140,6 +140,43 @@ fn tempfile(bytes: &[u8]) -> PathBuf {
     p
 }
 
+/// The schema table of a db (`type, name, tbl_name, sql` in creation order; root pages differ).
+fn schema_of(path: &Path) -> Vec<(String, String, String, Option<String>)> {
+    let mut raw = std::fs::read(path).unwrap();
+    if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        raw = out;
+    }
+    let tmp = tempfile(&raw);
+    let conn = rusqlite::Connection::open(&tmp).unwrap();
+    let mut st = conn
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid")
+        .unwrap();
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let _ = std::fs::remove_file(&tmp);
+    rows
+}
+
+/// SQLite's own check of a written db (B-trees, every index against its table).
+fn integrity_check(path: &Path) -> String {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let rows: Vec<String> = conn
+        .prepare("PRAGMA integrity_check")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    rows.join("\n")
+}
+
 /// Differences between two dbs, described.
 fn diff(expected: &Path, actual: &Path) -> Vec<String> {
     let e = load(expected);
@@ -241,7 +278,14 @@ fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>) {
         "{name}"
     );
     let d = diff(&expected, &produced[0]);
+    let schema = (schema_of(&expected), schema_of(&produced[0]));
+    let integrity = integrity_check(&produced[0]);
     let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(
+        schema.1, schema.0,
+        "{case}/{variant}: sqlite_master differs"
+    );
+    assert_eq!(integrity, "ok", "{case}/{variant}: PRAGMA integrity_check");
     assert!(
         d.is_empty(),
         "{case}/{variant}: {} differences, first: {:#?}",

@@ -5,6 +5,8 @@ use probelens::error::{Error, Result};
 use probelens::export::{self, ConfigRow, DistNode, GraphExport, NodeRow, Sink, StackRow};
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, Files, PairPlan, Plan, RunOptions};
+use probelens::sqlite_writer::Writer;
+use probelens::visdb;
 use rusqlite::{params, Connection};
 use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
@@ -409,102 +411,6 @@ fn timestamp() -> String {
     format!("{y:04}{mo:02}{d:02}{h:02}{m:02}{s:02}")
 }
 
-const NODES_SQL: &str = "CREATE TABLE IF NOT EXISTS tb_nodes (
-    id TEXT PRIMARY KEY,
-    graph_id TEXT NOT NULL,
-    node_order INTEGER NOT NULL,
-    node_name TEXT NOT NULL,
-    node_type TEXT NOT NULL,
-    up_node TEXT,
-    sub_nodes TEXT,
-    precision_index INTEGER,
-    overflow_level TEXT,
-    micro_step_id INTEGER NOT NULL,
-    matched_node_link TEXT,
-    stack_id TEXT,
-    parallel_merge_info TEXT,
-    matched_distributed TEXT,
-    modified INTEGER NOT NULL,
-    input_data TEXT,
-    output_data TEXT,
-    data_source TEXT,
-    dump_data_dir TEXT,
-    step INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    is_distributed INTEGER
-);";
-const STACK_SQL: &str = "CREATE TABLE IF NOT EXISTS tb_stack (
-    id TEXT PRIMARY KEY,
-    stack_info TEXT
-);";
-const CONFIG_SQL: &str = "CREATE TABLE IF NOT EXISTS tb_config (
-    id TEXT PRIMARY KEY,
-    graph_type TEXT NOT NULL,
-    task TEXT,
-    tool_tip TEXT,
-    micro_steps INTEGER,
-    overflow_check INTEGER,
-    node_colors TEXT NOT NULL,
-    rank_list TEXT NOT NULL,
-    step_list TEXT NOT NULL
-);";
-const INDEXES: [(&str, &str); 7] = [
-    ("index1", "step, rank, data_source, up_node, node_order"),
-    ("index2", "step, rank, data_source, node_name"),
-    ("index3", "step, rank, data_source, node_order"),
-    ("index4", "step, rank, node_order"),
-    ("index5", "step, rank, micro_step_id, node_order"),
-    ("index6", "step, rank, modified, matched_node_link"),
-    ("index7", "is_distributed"),
-];
-
-/// The prepared inserts of the writer thread.
-struct DbInsert<'c> {
-    nodes: rusqlite::Statement<'c>,
-    stacks: rusqlite::Statement<'c>,
-}
-
-impl DbInsert<'_> {
-    fn node(&mut self, r: NodeRow) -> rusqlite::Result<()> {
-        let precision: Option<rusqlite::types::Value> = r.precision_index.map(|p| {
-            if p.fract() == 0.0 {
-                rusqlite::types::Value::Integer(p as i64)
-            } else {
-                rusqlite::types::Value::Real(p)
-            }
-        });
-        self.nodes.execute(params![
-            r.id,
-            r.graph_id,
-            r.node_order,
-            r.node_name,
-            r.node_type,
-            r.up_node,
-            r.sub_nodes,
-            precision,
-            r.overflow_level,
-            r.micro_step_id,
-            r.matched_node_link,
-            r.stack_id,
-            r.parallel_merge_info,
-            r.matched_distributed,
-            r.modified,
-            r.input_data,
-            r.output_data,
-            r.data_source,
-            r.dump_data_dir,
-            r.step,
-            r.rank,
-            r.is_distributed
-        ])?;
-        Ok(())
-    }
-    fn stack(&mut self, r: StackRow) -> rusqlite::Result<()> {
-        self.stacks.execute(params![r.id, r.stack_info])?;
-        Ok(())
-    }
-}
-
 /// What the export sends to the database writer thread. Stack rows are rare; boxing node rows
 /// would cost an allocation per row.
 #[allow(clippy::large_enum_variant)]
@@ -561,29 +467,45 @@ impl Sink for ChanSink {
     }
 }
 
-const INSERT_NODE_SQL: &str = "INSERT INTO tb_nodes (id, graph_id, node_order, node_name, node_type, up_node, sub_nodes, precision_index, overflow_level, micro_step_id, matched_node_link, stack_id, parallel_merge_info, matched_distributed, modified, input_data, output_data, data_source, dump_data_dir, step, rank, is_distributed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-
-/// The writer thread: inserts every batch in one transaction and commits.
+/// The writer thread: appends every row to the database file (tables' leaf pages; the
+/// indexes are written by [`Writer::finish`] once every row is in).
 fn write_rows(
-    conn: &mut Connection,
+    mut db: DbWriter,
     batches: std::sync::mpsc::Receiver<Vec<DbRow>>,
-) -> std::result::Result<(), rusqlite::Error> {
-    let tx = conn.transaction()?;
-    {
-        let mut insert = DbInsert {
-            nodes: tx.prepare(INSERT_NODE_SQL)?,
-            stacks: tx.prepare("INSERT INTO tb_stack (id, stack_info) VALUES (?, ?)")?,
-        };
-        for batch in batches {
-            for r in batch {
-                match r {
-                    DbRow::Node(n) => insert.node(n)?,
-                    DbRow::Stack(st) => insert.stack(st)?,
-                }
+) -> std::io::Result<DbWriter> {
+    for batch in batches {
+        for r in batch {
+            match r {
+                DbRow::Node(n) => db.insert(visdb::TB_NODES, &visdb::node_values(&n))?,
+                DbRow::Stack(st) => db.insert(visdb::TB_STACK, &visdb::stack_values(&st))?,
             }
         }
     }
-    tx.commit()
+    Ok(db)
+}
+
+type DbWriter = Writer<DbFile>;
+
+/// The database file, written at page offsets (from the two threads that write the indexes).
+struct DbFile(std::fs::File);
+
+impl probelens::sqlite_writer::Output for DbFile {
+    #[cfg(unix)]
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.0, data, offset)
+    }
+    #[cfg(windows)]
+    fn write_at(&self, mut offset: u64, mut data: &[u8]) -> std::io::Result<()> {
+        while !data.is_empty() {
+            let n = std::os::windows::fs::FileExt::seek_write(&self.0, data, offset)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            data = &data[n..];
+            offset += n as u64;
+        }
+        Ok(())
+    }
 }
 
 struct Progress {
@@ -617,7 +539,7 @@ impl Progress {
     }
 }
 
-fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+fn db_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::input(
         path.display().to_string(),
         format!("cannot write the database: {e}"),
@@ -733,30 +655,12 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     // On an error below, the partial database goes away (after the connection closes: declared
     // first, dropped last). After the final rename there is nothing left to remove.
     let _part = PartFile(tmp_path.clone());
-    let mut conn = Connection::open(&tmp_path).map_err(|e| db_err(&db_path, e))?;
-    // `threads`: CREATE INDEX sorts with helper threads (SQLite's default is none).
-    // `page_size` 64 KiB: rows carry KBs of input/output text, and the index columns come after
-    // it, so with 4 KiB pages every index build walked the overflow pages of every row (64 KiB:
-    // index creation ~4.1 s -> ~2.5 s, file 630 -> 515 MB on the scale pair; the content is the
-    // same, the page size is invisible to readers).
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    conn.execute_batch(&format!("PRAGMA page_size=65536; PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA threads={threads};"))
-        .map_err(|e| db_err(&db_path, e))?;
-    for sql in [NODES_SQL, STACK_SQL, CONFIG_SQL] {
-        conn.execute_batch(sql).map_err(|e| db_err(&db_path, e))?;
-    }
-    // The indexes exist before the rows go in: each insert adds its keys to B-trees that stay in
-    // the cache, where `CREATE INDEX` after the inserts read every row back once per index (the
-    // indexed step/rank/data_source columns sit after the rows' input/output text). Scale pair:
-    // inserts + 7 index builds ~5.5 s -> ~1.8 s in a bare-SQLite test; the same content.
-    let te = Instant::now();
-    for (name, cols) in INDEXES {
-        conn.execute_batch(&format!(
-            "CREATE INDEX IF NOT EXISTS {name} ON tb_nodes ({cols});"
-        ))
-        .map_err(|e| db_err(&db_path, e))?;
-    }
-    let index_setup = te.elapsed();
+    // The file is written directly as SQLite pages (`probelens::sqlite_writer`): rows as they
+    // come, indexes sorted and packed at the end. Inserting through SQLite cost ~4 s of the
+    // scale pair's ~6.5 s; the content is the same (the fidelity tests read it back with SQLite).
+    let file = std::fs::File::create(&tmp_path).map_err(|e| db_err(&db_path, e))?;
+    let (tables, indexes) = visdb::schema();
+    let db = Writer::new(DbFile(file), tables, indexes).map_err(|e| db_err(&db_path, e))?;
     let progress = Progress {
         bar: !a.no_progress && std::io::stderr().is_terminal(),
         log: a.progress_log,
@@ -766,11 +670,10 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let mut config: Option<ConfigRow> = None;
     // (data_source, step) -> ranks -> distributed nodes
     let mut dist: DistBySource = Vec::new();
-    // Rows are formatted on this thread and inserted by a writer thread (one transaction).
+    // Rows are formatted on this thread and written by a writer thread.
     let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<DbRow>>(16);
-    let conn_w = &mut conn;
-    std::thread::scope(|scope| -> Result<()> {
-        let writer = scope.spawn(move || write_rows(conn_w, batches));
+    let db = std::thread::scope(|scope| -> Result<DbWriter> {
+        let writer = scope.spawn(move || write_rows(db, batches));
         let mut sink = ChanSink {
             batch: Vec::with_capacity(ChanSink::BATCH),
             to_writer,
@@ -893,42 +796,57 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
             Err(p) => std::panic::resume_unwind(p),
         };
         // A database error stops the export; report it before what the producer saw after it.
-        written.map_err(|e| db_err(&db_path, e))?;
-        produced
+        let db = written.map_err(|e| db_err(&db_path, e))?;
+        produced.map(|()| db)
     })?;
-    if let Some(c) = &config {
-        conn.execute(
-            "INSERT OR IGNORE INTO tb_config (id, graph_type, task, tool_tip, micro_steps, overflow_check, node_colors, rank_list, step_list) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            params!["1", c.graph_type, c.task, c.tool_tip, c.micro_steps, c.overflow_check, c.node_colors, c.rank_list, c.step_list],
-        )
-        .map_err(|e| db_err(&db_path, e))?;
-    }
     let te = Instant::now();
-    if plan.kind != run::Kind::Files && parallel.is_none() {
-        let tx = conn.transaction().map_err(|e| db_err(&db_path, e))?;
-        for (source, step, ranks) in &dist {
-            for u in export::distributed_analyse(ranks, a.overflow, source, *step) {
-                tx.execute(
-                    "UPDATE tb_nodes SET matched_distributed = ? WHERE step = ? AND rank = ? AND data_source = ? AND node_name = ?",
-                    params![u.matched_distributed, u.step, u.rank, u.data_source, u.node_name],
-                )
-                .map_err(|e| db_err(&db_path, e))?;
-            }
-        }
-        tx.commit().map_err(|e| db_err(&db_path, e))?;
+    let mut db = db;
+    if let Some(c) = &config {
+        db.insert(visdb::TB_CONFIG, &visdb::config_values(c))
+            .map_err(|e| db_err(&db_path, e))?;
     }
-    drop(conn);
+    let file = db
+        .finish_with(Some(two_threads))
+        .map_err(|e| db_err(&db_path, e))?;
+    drop(file);
+    let t_indexes = te.elapsed();
+    if plan.kind != run::Kind::Files && parallel.is_none() {
+        let updates: Vec<export::DistUpdate> = dist
+            .iter()
+            .flat_map(|(source, step, ranks)| {
+                export::distributed_analyse(ranks, a.overflow, source, *step)
+            })
+            .collect();
+        if !updates.is_empty() {
+            update_distributed(&tmp_path, &updates).map_err(|e| db_err(&db_path, e))?;
+        }
+    }
     std::fs::rename(&tmp_path, &db_path)
         .map_err(|e| Error::input(db_path.display().to_string(), format!("cannot write: {e}")))?;
     if a.timing {
-        // Index creation before the rows, plus the distributed-node updates and the close after.
+        // Sorting and writing the indexes, the tables' upper levels and the schema.
         eprintln!(
             "probelens: indexes {:.3}s, total {:.3}s",
-            (index_setup + te.elapsed()).as_secs_f64(),
+            t_indexes.as_secs_f64(),
             t0.elapsed().as_secs_f64()
         );
     }
     Ok(db_path)
+}
+
+/// msprobe's distributed post-analysis: `matched_distributed` of the nodes it names, updated
+/// through SQLite in the written file.
+fn update_distributed(path: &Path, updates: &[export::DistUpdate]) -> rusqlite::Result<()> {
+    let mut conn = Connection::open(path)?;
+    conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")?;
+    let tx = conn.transaction()?;
+    for u in updates {
+        tx.execute(
+            "UPDATE tb_nodes SET matched_distributed = ? WHERE step = ? AND rank = ? AND data_source = ? AND node_name = ?",
+            params![u.matched_distributed, u.step, u.rank, u.data_source, u.node_name],
+        )?;
+    }
+    tx.commit()
 }
 
 /// The tensor folder msprobe records for a graph (`dump_data_dir`, or the rank folder's

@@ -1,0 +1,1654 @@
+//! A bulk writer of SQLite database files: every table and index is written as B-tree pages in
+//! one pass (the file format of <https://www.sqlite.org/fileformat2.html>), not through SQL.
+//!
+//! Why: the `.vis.db` of a large compare holds hundreds of thousands of rows of a few KB with
+//! eight indexes over them. Inserting them through SQLite (prepared statements, one transaction,
+//! the indexes' B-trees in its cache) cost ~4 s of the scale pair's ~6.5 s end to end: VDBE
+//! steps, B-tree searches and page balancing, to build a file whose content is known up front.
+//! Here each row is encoded once into a record and packed into the table's current leaf page as
+//! it arrives. The indexed columns are kept aside, compactly (integers and text offsets, repeated
+//! texts stored once); at the end each column is ranked once (texts by an 8-bytes-at-a-time radix
+//! sort), each index sorts its rows by their packed rank tuple, and its B-tree is packed bottom-up,
+//! as SQLite's own `CREATE INDEX` does. The result is an ordinary database: the tests read every
+//! file back through SQLite, run `PRAGMA integrity_check`, scan every index against SQLite's own
+//! sort, and let SQLite change the file afterwards.
+//!
+//! What it writes: 64 KiB pages, schema format 4, UTF-8, no auto-vacuum, no freelist, rollback
+//! journal mode (file format version 1); tables with implicit rowids 1, 2, … in insert order; the
+//! automatic index of a `TEXT PRIMARY KEY` (`sqlite_autoindex_<table>_1`, unique: a duplicate key is
+//! an error, as the insert would have been) and plain indexes (ascending, BINARY). Values are stored
+//! as given: the caller passes what SQLite's column affinity would have stored (integers for
+//! INTEGER columns, texts for TEXT ones).
+//!
+//! No IO of its own: pages go to the host's [`Output`] (positional writes; the CLI's is a file).
+//! Page 1 (the schema) and one root page per table and index are reserved at the start, numbered
+//! as SQLite numbers them, and written last; the other pages are allocated from one counter as
+//! they fill up, by the two threads that write indexes when the host's [`crate::Join`] gives two.
+
+use std::cmp::Ordering;
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
+
+/// One column value of a row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+}
+
+/// A table: its `CREATE TABLE` text as `sqlite_master` stores it, its column count, and the
+/// column of its `TEXT PRIMARY KEY` (which gets the automatic unique index), if any.
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub name: String,
+    pub sql: String,
+    pub columns: usize,
+    pub primary_key: Option<usize>,
+}
+
+/// An index on one table: `CREATE INDEX` text and the indexed columns (ascending, BINARY).
+#[derive(Clone, Debug)]
+pub struct Index {
+    pub name: String,
+    pub table: usize,
+    pub sql: String,
+    pub columns: Vec<usize>,
+}
+
+/// The page size written (64 KiB: rows of a few KB rarely overflow; `.vis.db` readers do not
+/// depend on it).
+pub const PAGE_SIZE: usize = 65536;
+const USABLE: usize = PAGE_SIZE; // no reserved bytes at the end of pages
+/// Largest payload kept on a table leaf page; `MIN_LOCAL` is the least kept when it spills.
+const TABLE_MAX_LOCAL: usize = USABLE - 35;
+const INDEX_MAX_LOCAL: usize = (USABLE - 12) * 64 / 255 - 23;
+const MIN_LOCAL: usize = (USABLE - 12) * 32 / 255 - 23;
+const OVERFLOW_CONTENT: usize = USABLE - 4;
+
+const LEAF_TABLE: u8 = 0x0d;
+const INTERIOR_TABLE: u8 = 0x05;
+const LEAF_INDEX: u8 = 0x0a;
+const INTERIOR_INDEX: u8 = 0x02;
+
+/// The SQLite version recorded in the header's "version-valid-for" field: 3.46.0.
+pub const SQLITE_VERSION_NUMBER: u32 = 3_046_000;
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// Appends SQLite's big-endian variable-length integer (1–9 bytes).
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    if v <= 0x7f {
+        out.push(v as u8);
+        return;
+    }
+    if v > 0x00ff_ffff_ffff_ffff {
+        // 9 bytes: 8 groups of 7 bits, then a full last byte.
+        let mut buf = [0u8; 9];
+        buf[8] = v as u8;
+        let mut x = v >> 8;
+        for b in buf[..8].iter_mut().rev() {
+            *b = (x & 0x7f) as u8 | 0x80;
+            x >>= 7;
+        }
+        out.extend_from_slice(&buf);
+        return;
+    }
+    let mut buf = [0u8; 9];
+    let mut n = 0;
+    let mut x = v;
+    while x > 0 {
+        buf[n] = (x & 0x7f) as u8 | 0x80;
+        x >>= 7;
+        n += 1;
+    }
+    buf[0] &= 0x7f;
+    buf[..n].reverse();
+    out.extend_from_slice(&buf[..n]);
+}
+
+fn varint_len(v: u64) -> usize {
+    if v > 0x00ff_ffff_ffff_ffff {
+        return 9;
+    }
+    let bits = 64 - v.leading_zeros() as usize;
+    bits.div_ceil(7).max(1)
+}
+
+/// Serial type and body size of an integer (the smallest of SQLite's encodings).
+fn int_serial(v: i64) -> (u64, usize) {
+    match v {
+        0 => (8, 0),
+        1 => (9, 0),
+        -128..=127 => (1, 1),
+        -32768..=32767 => (2, 2),
+        -8_388_608..=8_388_607 => (3, 3),
+        -2_147_483_648..=2_147_483_647 => (4, 4),
+        -140_737_488_355_328..=140_737_488_355_327 => (5, 6),
+        _ => (6, 8),
+    }
+}
+
+/// A record value for encoding: the row's values or an index key's.
+trait RecordValue {
+    fn serial(&self) -> (u64, usize);
+    fn put_body(&self, out: &mut Vec<u8>);
+}
+
+impl RecordValue for Value<'_> {
+    fn serial(&self) -> (u64, usize) {
+        match *self {
+            Value::Null => (0, 0),
+            Value::Int(v) => int_serial(v),
+            Value::Real(_) => (7, 8),
+            Value::Text(t) => (t.len() as u64 * 2 + 13, t.len()),
+        }
+    }
+    fn put_body(&self, out: &mut Vec<u8>) {
+        match *self {
+            Value::Null => {}
+            Value::Int(v) => {
+                let (_, n) = int_serial(v);
+                out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
+            }
+            Value::Real(f) => out.extend_from_slice(&f.to_bits().to_be_bytes()),
+            Value::Text(t) => out.extend_from_slice(t.as_bytes()),
+        }
+    }
+}
+
+/// An index key's value as kept by [`KeyStore`] (texts as bytes: they came from `&str`s).
+#[derive(Clone, Copy, Debug)]
+enum Raw<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a [u8]),
+}
+
+impl RecordValue for Raw<'_> {
+    fn serial(&self) -> (u64, usize) {
+        match *self {
+            Raw::Null => (0, 0),
+            Raw::Int(v) => int_serial(v),
+            Raw::Real(_) => (7, 8),
+            Raw::Text(t) => (t.len() as u64 * 2 + 13, t.len()),
+        }
+    }
+    fn put_body(&self, out: &mut Vec<u8>) {
+        match *self {
+            Raw::Null => {}
+            Raw::Int(v) => Value::Int(v).put_body(out),
+            Raw::Real(f) => Value::Real(f).put_body(out),
+            Raw::Text(t) => out.extend_from_slice(t),
+        }
+    }
+}
+
+/// Encodes a record (header of serial types, then the bodies) into `out` (cleared first).
+fn encode_record<V: RecordValue>(values: &[V], out: &mut Vec<u8>) {
+    out.clear();
+    let mut types_len = 0;
+    let mut body_len = 0;
+    for v in values {
+        let (t, n) = v.serial();
+        types_len += varint_len(t);
+        body_len += n;
+    }
+    // The header size counts its own varint.
+    let mut header_len = types_len + 1;
+    while varint_len(header_len as u64) + types_len > header_len {
+        header_len = types_len + varint_len(header_len as u64);
+    }
+    out.reserve(header_len + body_len);
+    put_varint(out, header_len as u64);
+    for v in values {
+        put_varint(out, v.serial().0);
+    }
+    for v in values {
+        v.put_body(out);
+    }
+}
+
+/// Where the file goes: positional writes (page `n` at byte `(n - 1) * PAGE_SIZE`), from more
+/// than one thread while the indexes are written. The host implements it (the CLI over a file).
+pub trait Output: Sync {
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+}
+
+/// An in-memory file (tests, or a host without files).
+impl Output for std::sync::Mutex<Vec<u8>> {
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut v = self
+            .lock()
+            .map_err(|_| io::Error::other("a writer panicked"))?;
+        let (at, end) = (offset as usize, offset as usize + data.len());
+        if v.len() < end {
+            v.resize(end, 0);
+        }
+        v[at..end].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// The output and its page allocator (shared by the threads that write indexes).
+struct Pages<O: Output> {
+    out: O,
+    /// The next page number to allocate.
+    next: AtomicU32,
+}
+
+impl<O: Output> Pages<O> {
+    fn alloc(&self) -> u32 {
+        self.alloc_n(1)
+    }
+    /// `n` consecutive pages; the first one's number.
+    fn alloc_n(&self, n: u32) -> u32 {
+        self.next.fetch_add(n, AtomicOrdering::Relaxed)
+    }
+    fn offset(pgno: u32) -> u64 {
+        (pgno as u64 - 1) * PAGE_SIZE as u64
+    }
+    fn write(&self, pgno: u32, page: &[u8]) -> io::Result<()> {
+        debug_assert_eq!(page.len(), PAGE_SIZE);
+        self.out.write_at(Self::offset(pgno), page)
+    }
+    /// Writes the overflow chain of `rest` (the payload after its local part) on freshly
+    /// allocated pages and returns the first page's number.
+    fn overflow(&self, rest: &[u8]) -> io::Result<u32> {
+        let chunks = rest.len().div_ceil(OVERFLOW_CONTENT) as u32;
+        let first = self.alloc_n(chunks);
+        for (i, chunk) in rest.chunks(OVERFLOW_CONTENT).enumerate() {
+            let pgno = first + i as u32;
+            let next = if pgno + 1 < first + chunks {
+                pgno + 1
+            } else {
+                0
+            };
+            let at = Self::offset(pgno);
+            self.out.write_at(at, &next.to_be_bytes())?;
+            self.out.write_at(at + 4, chunk)?;
+            let pad = OVERFLOW_CONTENT - chunk.len();
+            if pad > 0 {
+                self.out
+                    .write_at(at + 4 + chunk.len() as u64, &ZEROS[..pad])?;
+            }
+        }
+        Ok(first)
+    }
+}
+
+static ZEROS: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+
+/// How much of a payload of `len` bytes stays on the B-tree page (the rest overflows).
+fn local_len(len: usize, max_local: usize) -> usize {
+    if len <= max_local {
+        return len;
+    }
+    let k = MIN_LOCAL + (len - MIN_LOCAL) % OVERFLOW_CONTENT;
+    if k <= max_local {
+        k
+    } else {
+        MIN_LOCAL
+    }
+}
+
+/// Appends a payload's local part and, when it spills, the overflow page number (writing the
+/// overflow chain).
+fn put_payload<O: Output>(
+    pages: &Pages<O>,
+    cell: &mut Vec<u8>,
+    payload: &[u8],
+    max_local: usize,
+) -> io::Result<()> {
+    let local = local_len(payload.len(), max_local);
+    cell.extend_from_slice(&payload[..local]);
+    if local < payload.len() {
+        let first = pages.overflow(&payload[local..])?;
+        cell.extend_from_slice(&first.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// One B-tree page being filled: cells from the end backwards, pointers after the header.
+struct Page {
+    buf: Vec<u8>,
+    kind: u8,
+    /// Where the B-tree header starts (100 on page 1, after the file header).
+    start: usize,
+    cells: usize,
+    content: usize,
+    /// The last cell's offset and length (to take it back).
+    last: (usize, usize),
+}
+
+impl Page {
+    fn new(kind: u8, start: usize) -> Page {
+        Page {
+            buf: vec![0; PAGE_SIZE],
+            kind,
+            start,
+            cells: 0,
+            content: PAGE_SIZE,
+            last: (0, 0),
+        }
+    }
+    fn header_len(&self) -> usize {
+        if self.kind == LEAF_TABLE || self.kind == LEAF_INDEX {
+            8
+        } else {
+            12
+        }
+    }
+    /// Empties the page. The header, pointers and cells are overwritten as the page fills up;
+    /// [`Page::seal`] zeroes the gap between them.
+    fn reset(&mut self) {
+        self.cells = 0;
+        self.content = PAGE_SIZE;
+        self.last = (0, 0);
+    }
+    /// Space a cell of `len` bytes takes: its bytes (at least 4, as SQLite counts) + pointer.
+    fn cost(len: usize) -> usize {
+        len.max(4) + 2
+    }
+    fn fits(&self, len: usize) -> bool {
+        self.start + self.header_len() + 2 * self.cells + Self::cost(len) <= self.content
+    }
+    fn push(&mut self, cell: &[u8]) {
+        let len = cell.len().max(4);
+        self.content -= len;
+        self.buf[self.content..self.content + cell.len()].copy_from_slice(cell);
+        self.buf[self.content + cell.len()..self.content + len].fill(0);
+        let ptr = self.start + self.header_len() + 2 * self.cells;
+        self.buf[ptr..ptr + 2].copy_from_slice(&(self.content as u16).to_be_bytes());
+        self.cells += 1;
+        self.last = (self.content, cell.len());
+    }
+    /// Removes the cell pushed last and returns its bytes (once: the one before it stays).
+    fn pop(&mut self) -> Vec<u8> {
+        let (at, len) = self.last;
+        let cell = self.buf[at..at + len].to_vec();
+        self.cells -= 1;
+        self.content = at + len.max(4);
+        let ptr = self.start + self.header_len() + 2 * self.cells;
+        self.buf[ptr..ptr + 2].fill(0);
+        self.buf[at..at + len.max(4)].fill(0);
+        self.last = (self.content, 0);
+        cell
+    }
+    /// Fills in the B-tree page header.
+    fn seal(&mut self, right: u32) {
+        let gap = self.start + self.header_len() + 2 * self.cells;
+        self.buf[gap..self.content].fill(0);
+        let h = self.start;
+        self.buf[h] = self.kind;
+        self.buf[h + 1..h + 3].fill(0); // no freeblocks
+        self.buf[h + 3..h + 5].copy_from_slice(&(self.cells as u16).to_be_bytes());
+        // 65536 is written as 0.
+        self.buf[h + 5..h + 7].copy_from_slice(&(self.content as u32 as u16).to_be_bytes());
+        self.buf[h + 7] = 0; // no fragmented bytes
+        if self.kind == INTERIOR_TABLE || self.kind == INTERIOR_INDEX {
+            self.buf[h + 8..h + 12].copy_from_slice(&right.to_be_bytes());
+        }
+    }
+}
+
+/// `f` over every item, the items split in two groups of about equal `weight` that run through
+/// `join` (on two threads, or one after the other); the results in the items' order.
+fn halves<T: Sync, R: Send>(
+    join: Option<crate::Join>,
+    items: &[T],
+    weight: impl Fn(&T) -> usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let mut by_weight: Vec<usize> = (0..items.len()).collect();
+    by_weight.sort_by_key(|&i| std::cmp::Reverse(weight(&items[i])));
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut wa, mut wb) = (0, 0);
+    for i in by_weight {
+        if wa <= wb {
+            wa += weight(&items[i]);
+            a.push(i);
+        } else {
+            wb += weight(&items[i]);
+            b.push(i);
+        }
+    }
+    let run = |group: &[usize]| group.iter().map(|&i| (i, f(&items[i]))).collect::<Vec<_>>();
+    let (ra, rb) = crate::join2(join, || run(&a), || run(&b));
+    let mut out: Vec<(usize, R)> = ra.into_iter().chain(rb).collect();
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+/// A key column's value kept for sorting: texts live in the store's arena.
+#[derive(Clone, Copy)]
+enum Key {
+    Null,
+    Int(i64),
+    Real(f64),
+    /// Offset of a 4-byte little-endian length followed by the text, in `KeyStore::text`.
+    Text(u64),
+}
+
+/// One kept column: integers or text offsets as plain numbers while the column holds only those
+/// (8 bytes a row), [`Key`]s once it mixes kinds.
+#[derive(Clone)]
+enum Col {
+    Ints(Vec<i64>),
+    Texts(Vec<u64>),
+    Any(Vec<Key>),
+}
+
+impl Col {
+    fn len(&self) -> usize {
+        match self {
+            Col::Ints(v) => v.len(),
+            Col::Texts(v) => v.len(),
+            Col::Any(v) => v.len(),
+        }
+    }
+    fn get(&self, row: usize) -> Key {
+        match self {
+            Col::Ints(v) => Key::Int(v[row]),
+            Col::Texts(v) => Key::Text(v[row]),
+            Col::Any(v) => v[row],
+        }
+    }
+    fn push(&mut self, k: Key) {
+        match (&mut *self, k) {
+            (Col::Ints(v), Key::Int(x)) => v.push(x),
+            (Col::Texts(v), Key::Text(o)) => v.push(o),
+            (Col::Any(v), k) => v.push(k),
+            (c, k) => {
+                *c = match (c.len(), k) {
+                    (0, Key::Text(o)) => Col::Texts(vec![o]),
+                    (0, Key::Int(x)) => Col::Ints(vec![x]),
+                    _ => {
+                        let mut all: Vec<Key> = (0..c.len()).map(|i| c.get(i)).collect();
+                        all.push(k);
+                        Col::Any(all)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Texts of one column stored once when they repeat: by content hash while that pays
+/// (a parent's name is every child's `up_node`), else only a repeat of the previous row's.
+struct Dedup {
+    last: Option<u64>,
+    seen: Option<crate::HashMap<u64, u64>>,
+    hits: usize,
+    misses: usize,
+}
+
+impl Dedup {
+    /// Texts looked at before a column whose texts rarely repeat stops hashing them.
+    const TRIAL: usize = 4096;
+}
+
+/// The indexed columns of a table, column-wise, one entry per row (row `i` has rowid `i + 1`).
+struct KeyStore {
+    /// Table columns kept, in order; `slot[c]` is the position of table column `c` here.
+    cols: Vec<usize>,
+    slot: Vec<Option<usize>>,
+    vals: Vec<Col>,
+    text: Vec<u8>,
+    dedup: Vec<Dedup>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl KeyStore {
+    fn new(columns: usize, cols: Vec<usize>) -> KeyStore {
+        let mut slot = vec![None; columns];
+        for (i, &c) in cols.iter().enumerate() {
+            slot[c] = Some(i);
+        }
+        KeyStore {
+            vals: vec![Col::Ints(Vec::new()); cols.len()],
+            dedup: (0..cols.len())
+                .map(|_| Dedup {
+                    last: None,
+                    seen: Some(crate::HashMap::default()),
+                    hits: 0,
+                    misses: 0,
+                })
+                .collect(),
+            cols,
+            slot,
+            text: Vec::new(),
+            hasher: Default::default(),
+        }
+    }
+    /// Whether a kept column has a text in some row.
+    fn has_text(&self, slot: usize) -> bool {
+        match &self.vals[slot] {
+            Col::Ints(_) => false,
+            Col::Texts(v) => !v.is_empty(),
+            Col::Any(v) => v.iter().any(|k| matches!(k, Key::Text(_))),
+        }
+    }
+    fn text_at(&self, off: u64) -> &[u8] {
+        let o = off as usize;
+        let len = u32::from_le_bytes([
+            self.text[o],
+            self.text[o + 1],
+            self.text[o + 2],
+            self.text[o + 3],
+        ]) as usize;
+        &self.text[o + 4..o + 4 + len]
+    }
+    /// The offset of text `t` of kept column `i`, stored now unless it is a known repeat.
+    fn intern(&mut self, i: usize, t: &[u8]) -> io::Result<u64> {
+        if let Some(o) = self.dedup[i].last.filter(|&o| self.text_at(o) == t) {
+            return Ok(o);
+        }
+        let h = std::hash::BuildHasher::hash_one(&self.hasher, t);
+        if let Some(seen) = &self.dedup[i].seen {
+            if let Some(&o) = seen.get(&h).filter(|&&o| self.text_at(o) == t) {
+                let d = &mut self.dedup[i];
+                d.hits += 1;
+                d.last = Some(o);
+                return Ok(o);
+            }
+        }
+        let len = u32::try_from(t.len())
+            .map_err(|_| invalid(format!("an indexed text of {} bytes", t.len())))?;
+        let off = self.text.len() as u64;
+        self.text.extend_from_slice(&len.to_le_bytes());
+        self.text.extend_from_slice(t);
+        let d = &mut self.dedup[i];
+        d.last = Some(off);
+        d.misses += 1;
+        if let Some(seen) = &mut d.seen {
+            if d.hits + d.misses >= Dedup::TRIAL && d.hits < d.misses {
+                d.seen = None;
+            } else {
+                seen.insert(h, off);
+            }
+        }
+        Ok(off)
+    }
+    fn push(&mut self, row: &[Value]) -> io::Result<()> {
+        for i in 0..self.cols.len() {
+            let k = match row[self.cols[i]] {
+                Value::Null => Key::Null,
+                Value::Int(v) => Key::Int(v),
+                Value::Real(v) => Key::Real(v),
+                Value::Text(t) => Key::Text(self.intern(i, t.as_bytes())?),
+            };
+            self.vals[i].push(k);
+        }
+        Ok(())
+    }
+    fn value(&self, slot: usize, row: usize) -> Raw<'_> {
+        match self.vals[slot].get(row) {
+            Key::Null => Raw::Null,
+            Key::Int(v) => Raw::Int(v),
+            Key::Real(v) => Raw::Real(v),
+            Key::Text(o) => Raw::Text(self.text_at(o)),
+        }
+    }
+    /// SQLite's order of two values of one column: NULL < numbers < text, texts by bytes
+    /// (BINARY), integers and reals by numeric value.
+    fn cmp(&self, slot: usize, a: usize, b: usize) -> Ordering {
+        let col = &self.vals[slot];
+        match (col.get(a), col.get(b)) {
+            (Key::Int(x), Key::Int(y)) => x.cmp(&y),
+            (Key::Text(x), Key::Text(y)) => {
+                if x == y {
+                    Ordering::Equal
+                } else {
+                    self.text_at(x).cmp(self.text_at(y))
+                }
+            }
+            (Key::Null, Key::Null) => Ordering::Equal,
+            (Key::Null, _) => Ordering::Less,
+            (_, Key::Null) => Ordering::Greater,
+            (Key::Text(_), _) => Ordering::Greater,
+            (_, Key::Text(_)) => Ordering::Less,
+            (Key::Real(x), Key::Real(y)) => num_cmp_ff(x, y),
+            (Key::Int(x), Key::Real(y)) => num_cmp_if(x, y),
+            (Key::Real(x), Key::Int(y)) => num_cmp_if(y, x).reverse(),
+        }
+    }
+}
+
+/// Reals in SQLite's order (a NaN is stored as NULL by SQLite; here it sorts first).
+fn num_cmp_ff(x: f64, y: f64) -> Ordering {
+    x.partial_cmp(&y)
+        .unwrap_or_else(|| y.is_nan().cmp(&x.is_nan()).reverse())
+}
+
+/// An integer against a real, exactly (as SQLite's `sqlite3IntFloatCompare`).
+fn num_cmp_if(i: i64, r: f64) -> Ordering {
+    if r.is_nan() {
+        return Ordering::Greater;
+    }
+    // -2^63 and 2^63, where i64 ends.
+    if r < -9_223_372_036_854_775_808.0 {
+        return Ordering::Greater;
+    }
+    if r >= 9_223_372_036_854_775_808.0 {
+        return Ordering::Less;
+    }
+    let t = r.trunc() as i64;
+    match i.cmp(&t) {
+        Ordering::Equal => {
+            let f = r - r.trunc();
+            if f > 0.0 {
+                Ordering::Less
+            } else if f < 0.0 {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        }
+        o => o,
+    }
+}
+
+/// A table being written: its current leaf page and the leaves written so far.
+struct TableState {
+    def: Table,
+    root: u32,
+    leaf: Page,
+    /// Written leaves: page number and the largest rowid on it.
+    leaves: Vec<(u32, i64)>,
+    rows: i64,
+    keys: KeyStore,
+}
+
+/// The writer. Rows go in with [`Writer::insert`]; [`Writer::finish`] writes the indexes, the
+/// interior pages and the schema.
+pub struct Writer<O: Output> {
+    pages: Pages<O>,
+    tables: Vec<TableState>,
+    indexes: Vec<(Index, u32)>,
+    record: Vec<u8>,
+    cell: Vec<u8>,
+}
+
+impl<O: Output> Writer<O> {
+    /// Starts a database with these tables and indexes (created in this order: the tables,
+    /// each followed by its automatic index, then the indexes).
+    pub fn new(out: O, tables: Vec<Table>, indexes: Vec<Index>) -> io::Result<Writer<O>> {
+        for ix in &indexes {
+            let t = tables
+                .get(ix.table)
+                .ok_or_else(|| invalid(format!("index {}: no table {}", ix.name, ix.table)))?;
+            if ix.columns.iter().any(|&c| c >= t.columns) {
+                return Err(invalid(format!("index {}: a column out of range", ix.name)));
+            }
+        }
+        let pages = Pages {
+            out,
+            next: AtomicU32::new(2),
+        };
+        let mut states = Vec::new();
+        for t in tables {
+            if t.primary_key.is_some_and(|c| c >= t.columns) {
+                return Err(invalid(format!(
+                    "table {}: key column out of range",
+                    t.name
+                )));
+            }
+            let root = pages.alloc();
+            if t.primary_key.is_some() {
+                pages.alloc();
+            }
+            states.push(TableState {
+                keys: KeyStore::new(t.columns, t.primary_key.into_iter().collect()),
+                def: t,
+                root,
+                leaf: Page::new(LEAF_TABLE, 0),
+                leaves: Vec::new(),
+                rows: 0,
+            });
+        }
+        let mut ixs = Vec::new();
+        for ix in indexes {
+            let root = pages.alloc();
+            let st = &mut states[ix.table];
+            let mut cols = st.keys.cols.clone();
+            for &c in &ix.columns {
+                if !cols.contains(&c) {
+                    cols.push(c);
+                }
+            }
+            st.keys = KeyStore::new(st.def.columns, cols);
+            ixs.push((ix, root));
+        }
+        // The reserved pages (1 and the roots) are written at the end.
+        Ok(Writer {
+            pages,
+            tables: states,
+            indexes: ixs,
+            record: Vec::new(),
+            cell: Vec::new(),
+        })
+    }
+
+    /// Appends a row to table `table` (its rowid is the number of rows before it plus one).
+    pub fn insert(&mut self, table: usize, row: &[Value]) -> io::Result<()> {
+        let Some(t) = self.tables.get_mut(table) else {
+            return Err(invalid(format!("no table {table}")));
+        };
+        if row.len() != t.def.columns {
+            return Err(invalid(format!(
+                "{}: a row of {} values for {} columns",
+                t.def.name,
+                row.len(),
+                t.def.columns
+            )));
+        }
+        t.rows += 1;
+        let rowid = t.rows;
+        t.keys.push(row)?;
+        encode_record(row, &mut self.record);
+        self.cell.clear();
+        put_varint(&mut self.cell, self.record.len() as u64);
+        put_varint(&mut self.cell, rowid as u64);
+        put_payload(&self.pages, &mut self.cell, &self.record, TABLE_MAX_LOCAL)?;
+        if !t.leaf.fits(self.cell.len()) {
+            let pgno = self.pages.alloc();
+            t.leaf.seal(0);
+            self.pages.write(pgno, &t.leaf.buf)?;
+            t.leaves.push((pgno, rowid - 1));
+            t.leaf.reset();
+        }
+        t.leaf.push(&self.cell);
+        Ok(())
+    }
+
+    /// Writes the indexes, the tables' upper levels and page 1; returns the output.
+    pub fn finish(self) -> io::Result<O> {
+        self.finish_with(None)
+    }
+
+    /// [`Writer::finish`], sorting the indexes on two threads when `join` runs its two pieces of
+    /// work in parallel (see [`crate::Join`]).
+    pub fn finish_with(mut self, join: Option<crate::Join>) -> io::Result<O> {
+        for ti in 0..self.tables.len() {
+            self.finish_table(ti)?;
+        }
+        let mut schema: Vec<(&str, String, String, u32, Option<String>)> = Vec::new();
+        for t in &self.tables {
+            schema.push((
+                "table",
+                t.def.name.clone(),
+                t.def.name.clone(),
+                t.root,
+                Some(t.def.sql.clone()),
+            ));
+            if t.def.primary_key.is_some() {
+                schema.push((
+                    "index",
+                    format!("sqlite_autoindex_{}_1", t.def.name),
+                    t.def.name.clone(),
+                    t.root + 1,
+                    None,
+                ));
+            }
+        }
+        for (ix, root) in &self.indexes {
+            let name = self.tables[ix.table].def.name.clone();
+            schema.push(("index", ix.name.clone(), name, *root, Some(ix.sql.clone())));
+        }
+        // Automatic indexes (unique), then the declared ones: the rows of each in key order.
+        let mut jobs: Vec<(usize, Vec<usize>, u32, bool)> = Vec::new();
+        for (ti, t) in self.tables.iter().enumerate() {
+            if let Some(pk) = t.def.primary_key {
+                jobs.push((ti, vec![pk], t.root + 1, true));
+            }
+        }
+        for (ix, root) in &self.indexes {
+            jobs.push((ix.table, ix.columns.clone(), *root, false));
+        }
+        for ti in 0..self.tables.len() {
+            let t = &self.tables[ti];
+            let slots: Vec<usize> = (0..t.keys.cols.len()).collect();
+            // Texts cost the most to rank (hashing, then sorting the distinct ones).
+            let text_slot: Vec<bool> = slots.iter().map(|&s| t.keys.has_text(s)).collect();
+            let weight = |&s: &usize| if text_slot[s] { 8 } else { 1 };
+            let ranks = halves(join, &slots, weight, |&s| column_ranks(&t.keys, s));
+            let mine: Vec<&(usize, Vec<usize>, u32, bool)> =
+                jobs.iter().filter(|j| j.0 == ti).collect();
+            let rows = t.rows as usize;
+            let pages = &self.pages;
+            // Index by index, sorted and written on two threads (pages are allocated from one
+            // counter; where an index's pages land does not matter). Texts make the long keys.
+            let texts = |j: &&(usize, Vec<usize>, u32, bool)| {
+                1 + 4 * j
+                    .1
+                    .iter()
+                    .filter(|&&c| t.keys.slot[c].is_some_and(|s| text_slot[s]))
+                    .count()
+            };
+            let written = halves(join, &mine, texts, |j| -> io::Result<()> {
+                let slots: Vec<usize> = j.1.iter().filter_map(|&c| t.keys.slot[c]).collect();
+                let (order, dup) = index_order(&ranks, &slots, rows);
+                if let (true, Some(row)) = (j.3, dup) {
+                    let shown = match t.keys.value(slots[0], row as usize) {
+                        Raw::Text(s) => String::from_utf8_lossy(s).into_owned(),
+                        v => format!("{v:?}"),
+                    };
+                    return Err(invalid(format!(
+                        "UNIQUE constraint failed: two rows of {} have the primary key {shown:?}",
+                        t.def.name
+                    )));
+                }
+                write_index(pages, &t.keys, &slots, &order, j.2)
+            });
+            written.into_iter().collect::<io::Result<()>>()?;
+        }
+        // Page 1: the file header and the schema table.
+        let mut page = Page::new(LEAF_TABLE, 100);
+        for (i, (kind, name, tbl, root, sql)) in schema.iter().enumerate() {
+            let sql_v = sql.as_deref().map_or(Value::Null, Value::Text);
+            let row = [
+                Value::Text(kind),
+                Value::Text(name),
+                Value::Text(tbl),
+                Value::Int(*root as i64),
+                sql_v,
+            ];
+            encode_record(&row, &mut self.record);
+            self.cell.clear();
+            put_varint(&mut self.cell, self.record.len() as u64);
+            put_varint(&mut self.cell, i as u64 + 1);
+            if self.record.len() > TABLE_MAX_LOCAL
+                || !page.fits(self.cell.len() + self.record.len())
+            {
+                return Err(invalid("the schema does not fit on page 1".into()));
+            }
+            self.cell.extend_from_slice(&self.record);
+            page.push(&self.cell);
+        }
+        page.seal(0);
+        let total = self.pages.next.load(AtomicOrdering::Relaxed) - 1;
+        let h = &mut page.buf[..100];
+        h[..16].copy_from_slice(b"SQLite format 3\0");
+        // The page size; 65536 is written as 1.
+        h[16..18].copy_from_slice(&1u16.to_be_bytes());
+        h[18] = 1; // file format write version: legacy (rollback journal)
+        h[19] = 1;
+        h[20] = 0; // reserved bytes per page
+        h[21] = 64; // maximum embedded payload fraction
+        h[22] = 32; // minimum
+        h[23] = 32; // leaf payload fraction
+        h[24..28].copy_from_slice(&1u32.to_be_bytes()); // file change counter
+        h[28..32].copy_from_slice(&total.to_be_bytes()); // database size in pages
+                                                         // 32..40: no freelist.
+        h[40..44].copy_from_slice(&1u32.to_be_bytes()); // schema cookie
+        h[44..48].copy_from_slice(&4u32.to_be_bytes()); // schema format 4
+                                                        // 48..56: default cache size, no auto-vacuum.
+        h[56..60].copy_from_slice(&1u32.to_be_bytes()); // UTF-8
+                                                        // 60..92: user version, incremental vacuum, application id, reserved: 0.
+        h[92..96].copy_from_slice(&1u32.to_be_bytes()); // version-valid-for = change counter
+        h[96..100].copy_from_slice(&SQLITE_VERSION_NUMBER.to_be_bytes());
+        self.pages.write(1, &page.buf)?;
+        Ok(self.pages.out)
+    }
+
+    /// Writes a table's last leaf and its interior pages (the top one at the root).
+    fn finish_table(&mut self, ti: usize) -> io::Result<()> {
+        let t = &mut self.tables[ti];
+        t.leaf.seal(0);
+        if t.leaves.is_empty() {
+            return self.pages.write(t.root, &t.leaf.buf);
+        }
+        let pgno = self.pages.alloc();
+        self.pages.write(pgno, &t.leaf.buf)?;
+        let rows = t.rows;
+        let root = t.root;
+        let mut children = std::mem::take(&mut t.leaves);
+        children.push((pgno, rows));
+        t.leaf = Page::new(LEAF_TABLE, 0);
+        let mut page = Page::new(INTERIOR_TABLE, 0);
+        let mut cell = Vec::new();
+        loop {
+            // Groups of children: each page has a cell (child, largest key) for all but its last
+            // child, which is the right pointer. Every group has at least two children.
+            let mut groups: Vec<(usize, usize)> = Vec::new();
+            let mut start = 0;
+            let mut used = 0;
+            for (i, &(_, key)) in children.iter().enumerate() {
+                let cost = Page::cost(4 + varint_len(key as u64));
+                if i > start && 12 + used + cost > USABLE {
+                    groups.push((start, i));
+                    start = i;
+                    used = 0;
+                }
+                used += cost;
+            }
+            groups.push((start, children.len()));
+            let n = groups.len();
+            if n >= 2 && groups[n - 1].1 - groups[n - 1].0 < 2 {
+                groups[n - 2].1 -= 1;
+                groups[n - 1].0 -= 1;
+            }
+            let top = groups.len() == 1;
+            let mut next = Vec::with_capacity(groups.len());
+            for &(a, b) in &groups {
+                page.reset();
+                for &(child, key) in &children[a..b - 1] {
+                    cell.clear();
+                    cell.extend_from_slice(&child.to_be_bytes());
+                    put_varint(&mut cell, key as u64);
+                    page.push(&cell);
+                }
+                let (right, key) = children[b - 1];
+                page.seal(right);
+                let pgno = if top { root } else { self.pages.alloc() };
+                self.pages.write(pgno, &page.buf)?;
+                next.push((pgno, key));
+            }
+            if top {
+                return Ok(());
+            }
+            children = next;
+        }
+    }
+}
+
+/// Writes an index whose entries (rows) are in `order`, with its root at `root`.
+fn write_index<O: Output>(
+    pages: &Pages<O>,
+    keys: &KeyStore,
+    slots: &[usize],
+    order: &[u32],
+    root: u32,
+) -> io::Result<()> {
+    let mut b = IndexBuilder::new();
+    let mut vals: Vec<Raw> = Vec::with_capacity(slots.len() + 1);
+    let mut record = Vec::new();
+    let mut cell = Vec::new();
+    for &r in order {
+        vals.clear();
+        vals.extend(slots.iter().map(|&s| keys.value(s, r as usize)));
+        vals.push(Raw::Int(r as i64 + 1));
+        encode_record(&vals, &mut record);
+        cell.clear();
+        put_varint(&mut cell, record.len() as u64);
+        put_payload(pages, &mut cell, &record, INDEX_MAX_LOCAL)?;
+        b.add(pages, &cell)?;
+    }
+    b.finish(pages, root)
+}
+
+/// Dense ranks of one kept column: rows with equal values (in SQLite's order) share a rank, so
+/// an index's order is the order of its columns' rank tuples.
+struct Ranks {
+    of_row: Vec<u32>,
+    /// Bits a rank needs (0 when every row has the same value).
+    bits: u32,
+}
+
+fn column_ranks(keys: &KeyStore, slot: usize) -> Ranks {
+    let col = &keys.vals[slot];
+    let mut of_row = vec![0u32; col.len()];
+    let mut distinct = 0u32;
+    let mut assign = |order: &[u32], same: &dyn Fn(u32, u32) -> bool| {
+        for (j, &row) in order.iter().enumerate() {
+            if j == 0 || !same(order[j - 1], row) {
+                distinct += 1;
+            }
+            of_row[row as usize] = distinct - 1;
+        }
+    };
+    match col {
+        Col::Ints(ints) => {
+            let mut pairs: Vec<(i64, u32)> = ints
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (v, i as u32))
+                .collect();
+            pairs.sort_unstable();
+            let order: Vec<u32> = pairs.iter().map(|p| p.1).collect();
+            drop(pairs);
+            assign(&order, &|a, b| ints[a as usize] == ints[b as usize]);
+        }
+        Col::Texts(offs) => {
+            let text = |row: u32| keys.text_at(offs[row as usize]);
+            let order = sort_texts(col.len(), &text);
+            assign(&order, &|a, b| {
+                offs[a as usize] == offs[b as usize] || text(a) == text(b)
+            });
+        }
+        Col::Any(_) => {
+            let mut order: Vec<u32> = (0..col.len() as u32).collect();
+            order.sort_unstable_by(|&a, &b| keys.cmp(slot, a as usize, b as usize));
+            assign(&order, &|a, b| {
+                keys.cmp(slot, a as usize, b as usize) == Ordering::Equal
+            });
+        }
+    }
+    Ranks {
+        of_row,
+        bits: 32 - distinct.saturating_sub(1).leading_zeros(),
+    }
+}
+
+/// The order of texts `0..n` (`text(i)`) by their bytes (shorter first on a common prefix:
+/// SQLite's BINARY).
+///
+/// A radix sort on 8 bytes at a time: the texts that share a prefix of `depth` bytes are sorted
+/// by their next 8 bytes, read once into the sort items (names share long prefixes such as
+/// `Module.module.module.language_model.encoder.layers.`, where a comparison sort compares
+/// them again and again, with a cache miss into the text on both sides each time).
+fn sort_texts<'t>(n: usize, text: &dyn Fn(u32) -> &'t [u8]) -> Vec<u32> {
+    #[derive(Clone, Copy)]
+    struct Item {
+        chunk: u64,
+        /// Bytes in `chunk` (8: the text may go on).
+        len: u8,
+        text: u32,
+    }
+    let load = |it: &mut Item, depth: usize| {
+        let t = text(it.text);
+        let rest = t.get(depth..).unwrap_or_default();
+        let n = rest.len().min(8);
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&rest[..n]);
+        it.chunk = u64::from_be_bytes(b);
+        it.len = n as u8;
+    };
+    let mut items: Vec<Item> = (0..n as u32)
+        .map(|text| Item {
+            chunk: 0,
+            len: 0,
+            text,
+        })
+        .collect();
+    // Ranges still to sort, with the depth their texts agree to.
+    let mut todo: Vec<(usize, usize, usize)> = vec![(0, items.len(), 0)];
+    while let Some((a, b, depth)) = todo.pop() {
+        let group = &mut items[a..b];
+        for it in group.iter_mut() {
+            load(it, depth);
+        }
+        group.sort_unstable_by_key(|it| (it.chunk, it.len));
+        let mut i = 0;
+        while i < group.len() {
+            let mut j = i + 1;
+            while j < group.len()
+                && group[j].chunk == group[i].chunk
+                && group[j].len == group[i].len
+            {
+                j += 1;
+            }
+            // Equal so far and not ended: the next 8 bytes decide.
+            if j - i > 1 && group[i].len == 8 {
+                todo.push((a + i, a + j, depth + 8));
+            }
+            i = j;
+        }
+    }
+    items.into_iter().map(|it| it.text).collect()
+}
+
+/// The rows in index order (by the rank tuples of `slots`, then rowid) and, for a unique index,
+/// a row whose key another row has too.
+fn index_order(ranks: &[Ranks], slots: &[usize], rows: usize) -> (Vec<u32>, Option<u32>) {
+    let bits: u32 = slots.iter().map(|&s| ranks[s].bits).sum();
+    if bits <= 96 {
+        // The rank tuple and the row packed in one integer: a plain integer sort.
+        let mut packed: Vec<u128> = (0..rows)
+            .map(|r| {
+                let mut k: u128 = 0;
+                for &s in slots {
+                    k = (k << ranks[s].bits) | ranks[s].of_row[r] as u128;
+                }
+                (k << 32) | r as u128
+            })
+            .collect();
+        packed.sort_unstable();
+        let dup = packed
+            .windows(2)
+            .find(|w| w[0] >> 32 == w[1] >> 32)
+            .map(|w| w[0] as u32);
+        (packed.into_iter().map(|k| k as u32).collect(), dup)
+    } else {
+        let key = |r: u32| slots.iter().map(move |&s| ranks[s].of_row[r as usize]);
+        let mut order: Vec<u32> = (0..rows as u32).collect();
+        order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
+        let dup = order
+            .windows(2)
+            .find(|w| key(w[0]).eq(key(w[1])))
+            .map(|w| w[0]);
+        (order, dup)
+    }
+}
+
+/// Builds an index B-tree bottom-up from cells in key order. Each key is on exactly one page:
+/// when a leaf is full, the next key becomes a divider in the level above.
+struct IndexBuilder {
+    leaf: Page,
+    /// A key that did not fit on the full `leaf`: the divider after it, once another key
+    /// shows that a leaf follows.
+    pending: Option<Vec<u8>>,
+    /// Written leaves with the divider after each (cell bodies, no child pointer).
+    dividers: Vec<(u32, Vec<u8>)>,
+}
+
+impl IndexBuilder {
+    fn new() -> IndexBuilder {
+        IndexBuilder {
+            leaf: Page::new(LEAF_INDEX, 0),
+            pending: None,
+            dividers: Vec::new(),
+        }
+    }
+    fn flush_leaf<O: Output>(&mut self, pages: &Pages<O>) -> io::Result<u32> {
+        let pgno = pages.alloc();
+        self.leaf.seal(0);
+        pages.write(pgno, &self.leaf.buf)?;
+        self.leaf.reset();
+        Ok(pgno)
+    }
+    fn add<O: Output>(&mut self, pages: &Pages<O>, cell: &[u8]) -> io::Result<()> {
+        if let Some(div) = self.pending.take() {
+            let pgno = self.flush_leaf(pages)?;
+            self.dividers.push((pgno, div));
+            self.leaf.push(cell);
+        } else if self.leaf.fits(cell.len()) {
+            self.leaf.push(cell);
+        } else {
+            self.pending = Some(cell.to_vec());
+        }
+        Ok(())
+    }
+    fn finish<O: Output>(mut self, pages: &Pages<O>, root: u32) -> io::Result<()> {
+        if let Some(last) = self.pending.take() {
+            // The last key did not fit: the full leaf's last key becomes the divider and the
+            // last key gets a leaf of its own (no page may be left without cells).
+            let div = self.leaf.pop();
+            let pgno = self.flush_leaf(pages)?;
+            self.dividers.push((pgno, div));
+            self.leaf.push(&last);
+        }
+        self.leaf.seal(0);
+        if self.dividers.is_empty() {
+            return pages.write(root, &self.leaf.buf);
+        }
+        let last = pages.alloc();
+        pages.write(last, &self.leaf.buf)?;
+        let mut level = std::mem::take(&mut self.dividers);
+        let mut right = last;
+        let mut page = Page::new(INTERIOR_INDEX, 0);
+        let mut cell = Vec::new();
+        loop {
+            // Pages of (child, divider) cells; a divider that does not fit goes up with the
+            // page as its left child, and its own child becomes the page's right pointer.
+            let mut pages_plan: Vec<(usize, usize, usize)> = Vec::new(); // cells a..b, up = b
+            let mut start = 0;
+            let mut used = 0;
+            let mut i = 0;
+            while i < level.len() {
+                let cost = Page::cost(4 + level[i].1.len());
+                if 12 + used + cost <= USABLE {
+                    used += cost;
+                    i += 1;
+                    continue;
+                }
+                pages_plan.push((start, i, i));
+                start = i + 1;
+                used = 0;
+                i += 1;
+            }
+            if start == level.len() && !pages_plan.is_empty() {
+                // The last divider went up and nothing followed: take the cell before it up
+                // instead, and give the last divider a page of its own.
+                if let Some((a, b, _)) = pages_plan.pop() {
+                    pages_plan.push((a, b - 1, b - 1));
+                    start = b;
+                }
+            }
+            let top = pages_plan.is_empty();
+            let mut next: Vec<(u32, Vec<u8>)> = Vec::with_capacity(pages_plan.len());
+            let mut write = |pages: &Pages<O>,
+                             page: &mut Page,
+                             a: usize,
+                             b: usize,
+                             right: u32,
+                             at: Option<u32>|
+             -> io::Result<u32> {
+                page.reset();
+                for (child, body) in &level[a..b] {
+                    cell.clear();
+                    cell.extend_from_slice(&child.to_be_bytes());
+                    cell.extend_from_slice(body);
+                    page.push(&cell);
+                }
+                page.seal(right);
+                let pgno = match at {
+                    Some(p) => p,
+                    None => pages.alloc(),
+                };
+                pages.write(pgno, &page.buf)?;
+                Ok(pgno)
+            };
+            for &(a, b, up) in &pages_plan {
+                let pgno = write(pages, &mut page, a, b, level[up].0, None)?;
+                next.push((pgno, level[up].1.clone()));
+            }
+            let last_pgno = write(
+                pages,
+                &mut page,
+                start,
+                level.len(),
+                right,
+                top.then_some(root),
+            )?;
+            if top {
+                return Ok(());
+            }
+            level = next;
+            right = last_pgno;
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg(feature = "cli")] // SQLite (rusqlite) reads the files back
+mod tests {
+    use super::*;
+    use rusqlite::types::Value as Sql;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("probelens-sqlw-{}-{name}.db", std::process::id()))
+    }
+
+    #[test]
+    fn varints_are_sqlites() {
+        let cases: [(u64, &[u8]); 6] = [
+            (0, &[0]),
+            (0x7f, &[0x7f]),
+            (0x80, &[0x81, 0x00]),
+            (0x3fff, &[0xff, 0x7f]),
+            (0x4000, &[0x81, 0x80, 0x00]),
+            (u64::MAX, &[0xff; 9]),
+        ];
+        for (v, want) in cases {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out, want, "{v:#x}");
+            assert_eq!(varint_len(v), want.len(), "{v:#x}");
+        }
+        let mut rng = Rng(7);
+        for _ in 0..10_000 {
+            let v = rng.next() >> rng.below(64);
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            // Decode (SQLite's rule: 8 bytes of 7 bits, a 9th of 8).
+            let mut x: u64 = 0;
+            for (i, b) in out.iter().enumerate() {
+                if i == 8 {
+                    x = (x << 8) | *b as u64;
+                    break;
+                }
+                x = (x << 7) | (*b & 0x7f) as u64;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            assert_eq!(x, v);
+        }
+    }
+
+    #[test]
+    fn texts_sort_as_bytes() {
+        let mut rng = Rng(11);
+        for round in 0..200 {
+            let n = rng.below(400) as usize;
+            let texts: Vec<Vec<u8>> = (0..n)
+                .map(|_| {
+                    // Shared prefixes of varying length, NULs, ends in the middle of a chunk.
+                    let mut t = b"Module.module.layers."[..rng.below(22) as usize].to_vec();
+                    for _ in 0..rng.below(if round % 2 == 0 { 20 } else { 3 }) {
+                        t.push([0u8, 1, b'a', b'b', 0xff][rng.below(5) as usize]);
+                    }
+                    t
+                })
+                .collect();
+            let refs: Vec<&[u8]> = texts.iter().map(|t| &t[..]).collect();
+            let got: Vec<&[u8]> = sort_texts(refs.len(), &|i| refs[i as usize])
+                .iter()
+                .map(|&i| refs[i as usize])
+                .collect();
+            let mut want = refs.clone();
+            want.sort();
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+
+    #[test]
+    fn integers_and_reals_order_as_sqlite() {
+        assert_eq!(num_cmp_if(1, 1.5), Ordering::Less);
+        assert_eq!(num_cmp_if(2, 1.5), Ordering::Greater);
+        assert_eq!(num_cmp_if(-1, -1.5), Ordering::Greater);
+        assert_eq!(num_cmp_if(3, 3.0), Ordering::Equal);
+        assert_eq!(num_cmp_if(i64::MAX, 9.3e18), Ordering::Less);
+        assert_eq!(num_cmp_if(i64::MIN, -9.3e18), Ordering::Greater);
+    }
+
+    /// A table `t (k TEXT PRIMARY KEY, a INTEGER, b TEXT, c, d TEXT)` with indexes on
+    /// (a, b), (b), (c, a), (d) (d carries long texts, so the index has interior levels).
+    fn schema() -> (Vec<Table>, Vec<Index>, [&'static str; 5]) {
+        let t = Table {
+            name: "t".into(),
+            sql: "CREATE TABLE t (\n    k TEXT PRIMARY KEY,\n    a INTEGER,\n    b TEXT,\n    c,\n    d TEXT\n)".into(),
+            columns: 5,
+            primary_key: Some(0),
+        };
+        let s = Table {
+            name: "s".into(),
+            sql: "CREATE TABLE s (x INTEGER, y TEXT)".into(),
+            columns: 2,
+            primary_key: None,
+        };
+        let ix = |name: &str, cols: &[usize], names: &str| Index {
+            name: name.into(),
+            table: 0,
+            sql: format!("CREATE INDEX {name} ON t ({names})"),
+            columns: cols.to_vec(),
+        };
+        let idx = vec![
+            ix("i_ab", &[1, 2], "a, b"),
+            ix("i_b", &[2], "b"),
+            ix("i_ca", &[3, 1], "c, a"),
+            ix("i_d", &[4], "d"),
+        ];
+        (vec![t, s], idx, ["k", "a", "b", "c", "d"])
+    }
+
+    fn text(rng: &mut Rng, max: u64) -> String {
+        let n = rng.below(max + 1) as usize;
+        (0..n)
+            .map(|_| match rng.below(5) {
+                0 => 'é',
+                1 => '\u{1F600}',
+                _ => (b'a' + rng.below(4) as u8) as char,
+            })
+            .collect()
+    }
+
+    fn rows(n: usize, seed: u64, long: u64) -> Vec<[Sql; 5]> {
+        let mut rng = Rng(seed);
+        (0..n)
+            .map(|i| {
+                let a = match rng.below(6) {
+                    0 => Sql::Null,
+                    1 => Sql::Integer(rng.next() as i64),
+                    2 => Sql::Integer(rng.below(3) as i64 - 1),
+                    _ => Sql::Integer(rng.below(70_000) as i64 - 35_000),
+                };
+                let b = if rng.below(8) == 0 {
+                    Sql::Null
+                } else {
+                    Sql::Text(text(&mut rng, 12))
+                };
+                let c = match rng.below(4) {
+                    0 => Sql::Null,
+                    1 => Sql::Real((rng.below(2000) as f64 - 1000.0) / 8.0),
+                    2 => Sql::Integer(rng.below(300) as i64 - 150),
+                    _ => Sql::Text(text(&mut rng, 3)),
+                };
+                // Mostly short; some long enough to overflow an index page's local part or a
+                // whole table page.
+                let d = match rng.below(10) {
+                    0 => Sql::Text(text(&mut rng, long)),
+                    1 => Sql::Text("x".repeat(rng.below(200_000) as usize)),
+                    _ => Sql::Text(text(&mut rng, 40)),
+                };
+                [
+                    Sql::Text(format!("key{i:07}-{}", rng.below(1000))),
+                    a,
+                    b,
+                    c,
+                    d,
+                ]
+            })
+            .collect()
+    }
+
+    fn as_value(v: &Sql) -> Value<'_> {
+        match v {
+            Sql::Null => Value::Null,
+            Sql::Integer(i) => Value::Int(*i),
+            Sql::Real(f) => Value::Real(*f),
+            Sql::Text(t) => Value::Text(t),
+            Sql::Blob(_) => unreachable!(),
+        }
+    }
+
+    fn two_threads(a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
+        std::thread::scope(|s| {
+            s.spawn(b);
+            a();
+        });
+    }
+
+    /// Writes the rows (in memory) and the file; the indexes on two threads for even seeds.
+    fn write(path: &std::path::Path, rows: &[[Sql; 5]], extra: usize) -> io::Result<()> {
+        let (tables, indexes, _) = schema();
+        let mut w = Writer::new(std::sync::Mutex::new(Vec::new()), tables, indexes)?;
+        for r in rows {
+            let vals: Vec<Value> = r.iter().map(as_value).collect();
+            w.insert(0, &vals)?;
+        }
+        for i in 0..extra {
+            let y = format!("stack {i}");
+            w.insert(1, &[Value::Int(i as i64), Value::Text(&y)])?;
+        }
+        let join: Option<crate::Join> = if rows.len() % 2 == 0 {
+            Some(two_threads)
+        } else {
+            None
+        };
+        let bytes = w
+            .finish_with(join)?
+            .into_inner()
+            .map_err(|_| io::Error::other("poisoned"))?;
+        std::fs::write(path, bytes)
+    }
+
+    fn check(path: &std::path::Path, rows: &[[Sql; 5]], extra: usize) {
+        let (_, indexes, names) = schema();
+        let c = rusqlite::Connection::open(path).unwrap();
+        let ok: String = c
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok", "{} rows", rows.len());
+        let mut st = c.prepare("SELECT rowid, * FROM t ORDER BY rowid").unwrap();
+        let got: Vec<(i64, Vec<Sql>)> = st
+            .query_map([], |r| {
+                Ok((r.get(0)?, (1..6).map(|i| r.get(i).unwrap()).collect()))
+            })
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(got.len(), rows.len());
+        for (i, (rowid, vals)) in got.iter().enumerate() {
+            assert_eq!(*rowid, i as i64 + 1);
+            assert_eq!(vals[..], rows[i][..], "row {i}");
+        }
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM s", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, extra as i64);
+        // Every index gives SQLite's own order (its sorter, NOT INDEXED) when scanned.
+        for ix in &indexes {
+            let cols: Vec<&str> = ix.columns.iter().map(|&c| names[c]).collect();
+            let order = format!("{}, rowid", cols.join(", "));
+            let q = |hint: &str| -> Vec<i64> {
+                let sql = format!("SELECT rowid FROM t {hint} ORDER BY {order}");
+                let mut st = c.prepare(&sql).unwrap();
+                let v: Vec<i64> = st
+                    .query_map([], |r| r.get(0))
+                    .unwrap()
+                    .map(|r| r.unwrap())
+                    .collect();
+                v
+            };
+            let plan: String = c
+                .query_row(
+                    &format!(
+                        "EXPLAIN QUERY PLAN SELECT rowid FROM t INDEXED BY {} ORDER BY {order}",
+                        ix.name
+                    ),
+                    [],
+                    |r| r.get(3),
+                )
+                .unwrap();
+            assert!(plan.contains(&ix.name), "{plan}");
+            assert_eq!(
+                q(&format!("INDEXED BY {}", ix.name)),
+                q("NOT INDEXED"),
+                "{}",
+                ix.name
+            );
+        }
+        // Lookups through the primary key's index.
+        for (i, r) in rows.iter().enumerate().step_by(97) {
+            let Sql::Text(k) = &r[0] else { unreachable!() };
+            let id: i64 = c
+                .query_row("SELECT rowid FROM t WHERE k = ?", [k], |r| r.get(0))
+                .unwrap();
+            assert_eq!(id, i as i64 + 1);
+        }
+    }
+
+    #[test]
+    fn sqlite_reads_what_it_writes_at_every_size() {
+        // Sizes around page and level boundaries: one leaf, two, many; index interior levels
+        // (texts of up to 30,000 bytes: ~2–6 keys per index page).
+        let path = temp("sizes");
+        for (n, long) in [
+            (0, 10),
+            (1, 10),
+            (2, 30_000),
+            (3, 30_000),
+            (7, 30_000),
+            (40, 30_000),
+            (300, 30_000),
+            (1000, 2_000),
+            (2500, 30_000),
+        ] {
+            for seed in [1, 2, 3] {
+                let rows = rows(n, seed * 1000 + n as u64, long);
+                write(&path, &rows, n % 5).unwrap();
+                check(&path, &rows, n % 5);
+                if n == 2500 {
+                    // Index interior pages below the root: the tree has three levels or more.
+                    let bytes = std::fs::read(&path).unwrap();
+                    let interior = bytes
+                        .chunks(PAGE_SIZE)
+                        .skip(1)
+                        .filter(|p| p[0] == INTERIOR_INDEX && p[1..3] == [0, 0])
+                        .count();
+                    assert!(interior >= 3, "{interior} interior index pages");
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn index_trees_of_every_shape() {
+        // Keys of one size (about four to a page): every count from 1 to 90 ends the leaves
+        // and the interior levels at each place in a page (a full leaf with one key left over,
+        // a divider with nothing after it, …).
+        let path = temp("shapes");
+        for n in 1..=90 {
+            let rows: Vec<[Sql; 5]> = (0..n)
+                .map(|i| {
+                    [
+                        Sql::Text(format!("k{i:03}")),
+                        Sql::Integer(i as i64),
+                        Sql::Null,
+                        Sql::Null,
+                        Sql::Text(format!("{:03}{}", (i * 37) % 101, "z".repeat(15_990))),
+                    ]
+                })
+                .collect();
+            write(&path, &rows, 0).unwrap();
+            check(&path, &rows, 0);
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn sqlite_can_change_the_file_afterwards() {
+        let path = temp("change");
+        let rows = rows(500, 9, 30_000);
+        write(&path, &rows, 3).unwrap();
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute("UPDATE t SET b = 'changed' WHERE rowid % 3 = 0", [])
+            .unwrap();
+        c.execute(
+            "INSERT INTO t (k, a, b, c, d) VALUES ('new', 1, 'x', 2, 'y')",
+            [],
+        )
+        .unwrap();
+        c.execute("DELETE FROM t WHERE rowid % 7 = 0", []).unwrap();
+        let ok: String = c
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok");
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM t WHERE b = 'changed'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert!(n > 100);
+        drop(c);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_duplicate_primary_key_is_an_error() {
+        let mut rows = rows(50, 4, 10);
+        rows[30][0] = rows[10][0].clone();
+        let path = temp("dup");
+        let e = write(&path, &rows, 0).unwrap_err();
+        assert!(e.to_string().contains("UNIQUE constraint failed"), "{e}");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn bad_rows_and_schemas_are_errors() {
+        let (tables, indexes, _) = schema();
+        let mut w =
+            Writer::new(std::sync::Mutex::new(Vec::new()), tables.clone(), indexes).unwrap();
+        assert!(w.insert(0, &[Value::Null]).is_err());
+        assert!(w.insert(5, &[Value::Null]).is_err());
+        let bad = Index {
+            name: "x".into(),
+            table: 0,
+            sql: String::new(),
+            columns: vec![9],
+        };
+        assert!(Writer::new(std::sync::Mutex::new(Vec::new()), tables, vec![bad]).is_err());
+    }
+}
