@@ -424,6 +424,39 @@ fn halves<T: Sync, R: Send>(
     out.into_iter().map(|(_, r)| r).collect()
 }
 
+/// [`halves`] over owned items (each consumed by `f`, so what it frees is freed as it goes).
+fn halves_owned<T: Send, R: Send>(
+    join: Option<crate::Join>,
+    items: Vec<T>,
+    weight: impl Fn(&T) -> usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let mut by_weight: Vec<(usize, T)> = items.into_iter().enumerate().collect();
+    by_weight.sort_by_key(|(_, t)| std::cmp::Reverse(weight(t)));
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut wa, mut wb) = (0, 0);
+    for (i, t) in by_weight {
+        let w = weight(&t);
+        if wa <= wb {
+            wa += w;
+            a.push((i, t));
+        } else {
+            wb += w;
+            b.push((i, t));
+        }
+    }
+    let run = |group: Vec<(usize, T)>| {
+        group
+            .into_iter()
+            .map(|(i, t)| (i, f(t)))
+            .collect::<Vec<_>>()
+    };
+    let (ra, rb) = crate::join2(join, || run(a), || run(b));
+    let mut out: Vec<(usize, R)> = ra.into_iter().chain(rb).collect();
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
 /// A key column's value kept for sorting: texts live in the store's arena.
 #[derive(Clone, Copy)]
 enum Key {
@@ -492,42 +525,36 @@ impl Dedup {
     const TRIAL: usize = 4096;
 }
 
-/// The indexed columns of a table, column-wise, one entry per row (row `i` has rowid `i + 1`).
-struct KeyStore {
-    /// Table columns kept, in order; `slot[c]` is the position of table column `c` here.
-    cols: Vec<usize>,
-    slot: Vec<Option<usize>>,
-    vals: Vec<Col>,
+/// One indexed column of a table, one value per row (row `i` has rowid `i + 1`); its texts in
+/// its own buffer (a 4-byte little-endian length, then the bytes).
+struct Column {
+    col: Col,
     text: Vec<u8>,
-    dedup: Vec<Dedup>,
-    hasher: foldhash::fast::RandomState,
+    dedup: Dedup,
 }
 
-impl KeyStore {
-    fn new(columns: usize, cols: Vec<usize>) -> KeyStore {
-        let mut slot = vec![None; columns];
-        for (i, &c) in cols.iter().enumerate() {
-            slot[c] = Some(i);
-        }
-        KeyStore {
-            vals: vec![Col::Ints(Vec::new()); cols.len()],
-            dedup: (0..cols.len())
-                .map(|_| Dedup {
-                    last: None,
-                    seen: Some(crate::HashMap::default()),
-                    hits: 0,
-                    misses: 0,
-                })
-                .collect(),
-            cols,
-            slot,
+impl Column {
+    fn new() -> Column {
+        Column {
+            col: Col::Ints(Vec::new()),
             text: Vec::new(),
-            hasher: Default::default(),
+            dedup: Dedup {
+                last: None,
+                seen: Some(crate::HashMap::default()),
+                hits: 0,
+                misses: 0,
+            },
         }
     }
-    /// Whether a kept column has a text in some row.
-    fn has_text(&self, slot: usize) -> bool {
-        match &self.vals[slot] {
+    /// The texts alone.
+    fn without_rows(mut self) -> Column {
+        self.col = Col::Any(Vec::new());
+        self.dedup.seen = None;
+        self
+    }
+    /// Whether some row has a text.
+    fn has_text(&self) -> bool {
+        match &self.col {
             Col::Ints(_) => false,
             Col::Texts(v) => !v.is_empty(),
             Col::Any(v) => v.iter().any(|k| matches!(k, Key::Text(_))),
@@ -543,17 +570,16 @@ impl KeyStore {
         ]) as usize;
         &self.text[o + 4..o + 4 + len]
     }
-    /// The offset of text `t` of kept column `i`, stored now unless it is a known repeat.
-    fn intern(&mut self, i: usize, t: &[u8]) -> io::Result<u64> {
-        if let Some(o) = self.dedup[i].last.filter(|&o| self.text_at(o) == t) {
+    /// The offset of text `t`, stored now unless it is a known repeat.
+    fn intern(&mut self, t: &[u8], hasher: &foldhash::fast::RandomState) -> io::Result<u64> {
+        if let Some(o) = self.dedup.last.filter(|&o| self.text_at(o) == t) {
             return Ok(o);
         }
-        let h = std::hash::BuildHasher::hash_one(&self.hasher, t);
-        if let Some(seen) = &self.dedup[i].seen {
+        let h = std::hash::BuildHasher::hash_one(hasher, t);
+        if let Some(seen) = &self.dedup.seen {
             if let Some(&o) = seen.get(&h).filter(|&&o| self.text_at(o) == t) {
-                let d = &mut self.dedup[i];
-                d.hits += 1;
-                d.last = Some(o);
+                self.dedup.hits += 1;
+                self.dedup.last = Some(o);
                 return Ok(o);
             }
         }
@@ -562,7 +588,7 @@ impl KeyStore {
         let off = self.text.len() as u64;
         self.text.extend_from_slice(&len.to_le_bytes());
         self.text.extend_from_slice(t);
-        let d = &mut self.dedup[i];
+        let d = &mut self.dedup;
         d.last = Some(off);
         d.misses += 1;
         if let Some(seen) = &mut d.seen {
@@ -574,31 +600,18 @@ impl KeyStore {
         }
         Ok(off)
     }
-    fn push(&mut self, row: &[Value]) -> io::Result<()> {
-        for i in 0..self.cols.len() {
-            let k = match row[self.cols[i]] {
-                Value::Null => Key::Null,
-                Value::Int(v) => Key::Int(v),
-                Value::Real(v) => Key::Real(v),
-                Value::Text(t) => Key::Text(self.intern(i, t.as_bytes())?),
-            };
-            self.vals[i].push(k);
-        }
-        Ok(())
-    }
-    fn value(&self, slot: usize, row: usize) -> Raw<'_> {
-        match self.vals[slot].get(row) {
+    fn raw(&self, k: Key) -> Raw<'_> {
+        match k {
             Key::Null => Raw::Null,
             Key::Int(v) => Raw::Int(v),
             Key::Real(v) => Raw::Real(v),
             Key::Text(o) => Raw::Text(self.text_at(o)),
         }
     }
-    /// SQLite's order of two values of one column: NULL < numbers < text, texts by bytes
-    /// (BINARY), integers and reals by numeric value.
-    fn cmp(&self, slot: usize, a: usize, b: usize) -> Ordering {
-        let col = &self.vals[slot];
-        match (col.get(a), col.get(b)) {
+    /// SQLite's order of two values: NULL < numbers < text, texts by bytes (BINARY), integers
+    /// and reals by numeric value.
+    fn cmp_keys(&self, x: Key, y: Key) -> Ordering {
+        match (x, y) {
             (Key::Int(x), Key::Int(y)) => x.cmp(&y),
             (Key::Text(x), Key::Text(y)) => {
                 if x == y {
@@ -616,6 +629,42 @@ impl KeyStore {
             (Key::Int(x), Key::Real(y)) => num_cmp_if(x, y),
             (Key::Real(x), Key::Int(y)) => num_cmp_if(y, x).reverse(),
         }
+    }
+}
+
+/// The indexed columns of a table.
+struct KeyStore {
+    /// Table columns kept, in order; `slot[c]` is the position of table column `c` here.
+    cols: Vec<usize>,
+    slot: Vec<Option<usize>>,
+    columns: Vec<Column>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl KeyStore {
+    fn new(columns: usize, cols: Vec<usize>) -> KeyStore {
+        let mut slot = vec![None; columns];
+        for (i, &c) in cols.iter().enumerate() {
+            slot[c] = Some(i);
+        }
+        KeyStore {
+            columns: cols.iter().map(|_| Column::new()).collect(),
+            cols,
+            slot,
+            hasher: Default::default(),
+        }
+    }
+    fn push(&mut self, row: &[Value]) -> io::Result<()> {
+        for (c, column) in self.cols.iter().zip(&mut self.columns) {
+            let k = match row[*c] {
+                Value::Null => Key::Null,
+                Value::Int(v) => Key::Int(v),
+                Value::Real(v) => Key::Real(v),
+                Value::Text(t) => Key::Text(column.intern(t.as_bytes(), &self.hasher)?),
+            };
+            column.col.push(k);
+        }
+        Ok(())
     }
 }
 
@@ -811,12 +860,20 @@ impl<O: Output> Writer<O> {
             jobs.push((ix.table, ix.columns.clone(), *root, false));
         }
         for ti in 0..self.tables.len() {
+            // Each column ranked once (two threads; texts cost the most), its values then
+            // dropped: the indexes are written from the ranks.
+            let columns: Vec<(usize, Column)> = std::mem::take(&mut self.tables[ti].keys.columns)
+                .into_iter()
+                .enumerate()
+                .collect();
+            let text_slot: Vec<bool> = columns.iter().map(|(_, c)| c.has_text()).collect();
+            let ranks = halves_owned(
+                join,
+                columns,
+                |(s, _)| if text_slot[*s] { 8 } else { 1 },
+                |(_, c)| column_ranks(c),
+            );
             let t = &self.tables[ti];
-            let slots: Vec<usize> = (0..t.keys.cols.len()).collect();
-            // Texts cost the most to rank (hashing, then sorting the distinct ones).
-            let text_slot: Vec<bool> = slots.iter().map(|&s| t.keys.has_text(s)).collect();
-            let weight = |&s: &usize| if text_slot[s] { 8 } else { 1 };
-            let ranks = halves(join, &slots, weight, |&s| column_ranks(&t.keys, s));
             let mine: Vec<&(usize, Vec<usize>, u32, bool)> =
                 jobs.iter().filter(|j| j.0 == ti).collect();
             let rows = t.rows as usize;
@@ -834,7 +891,8 @@ impl<O: Output> Writer<O> {
                 let slots: Vec<usize> = j.1.iter().filter_map(|&c| t.keys.slot[c]).collect();
                 let (order, dup) = index_order(&ranks, &slots, rows);
                 if let (true, Some(row)) = (j.3, dup) {
-                    let shown = match t.keys.value(slots[0], row as usize) {
+                    let r = &ranks[slots[0]];
+                    let shown = match r.value(r.of_row[row as usize]) {
                         Raw::Text(s) => String::from_utf8_lossy(s).into_owned(),
                         v => format!("{v:?}"),
                     };
@@ -843,7 +901,7 @@ impl<O: Output> Writer<O> {
                         t.def.name
                     )));
                 }
-                write_index(pages, &t.keys, &slots, &order, j.2)
+                write_index(pages, &ranks, &slots, &order, j.2)
             });
             written.into_iter().collect::<io::Result<()>>()?;
         }
@@ -957,52 +1015,99 @@ impl<O: Output> Writer<O> {
     }
 }
 
-/// Writes an index whose entries (rows) are in `order`, with its root at `root`.
+/// Writes an index whose entries are in `order`, with its root at `root`. The values come from
+/// the ranks: an entry's rank in each column and the column's value of that rank.
 fn write_index<O: Output>(
     pages: &Pages<O>,
-    keys: &KeyStore,
+    ranks: &[Ranks],
     slots: &[usize],
-    order: &[u32],
+    order: &Order,
     root: u32,
 ) -> io::Result<()> {
     let mut b = IndexBuilder::new();
     let mut vals: Vec<Raw> = Vec::with_capacity(slots.len() + 1);
     let mut record = Vec::new();
     let mut cell = Vec::new();
-    for &r in order {
+    let mut entry = |row: u32, rank: &dyn Fn(usize) -> u32| -> io::Result<()> {
         vals.clear();
-        vals.extend(slots.iter().map(|&s| keys.value(s, r as usize)));
-        vals.push(Raw::Int(r as i64 + 1));
+        vals.extend(
+            slots
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| ranks[s].value(rank(i))),
+        );
+        vals.push(Raw::Int(row as i64 + 1));
         encode_record(&vals, &mut record);
         cell.clear();
         put_varint(&mut cell, record.len() as u64);
         put_payload(pages, &mut cell, &record, INDEX_MAX_LOCAL)?;
-        b.add(pages, &cell)?;
+        b.add(pages, &cell)
+    };
+    match order {
+        Order::Packed { keys, fields } => {
+            for &k in keys {
+                entry(k as u32, &|i| {
+                    let (shift, bits) = fields[i];
+                    ((k >> (32 + shift)) as u64 & ((1u64 << bits) - 1)) as u32
+                })?;
+            }
+        }
+        Order::Rows(rows) => {
+            for &r in rows {
+                entry(r, &|i| ranks[slots[i]].of_row[r as usize])?;
+            }
+        }
     }
     b.finish(pages, root)
 }
 
-/// Dense ranks of one kept column: rows with equal values (in SQLite's order) share a rank, so
-/// an index's order is the order of its columns' rank tuples.
+/// Dense ranks of one indexed column: rows with equal values (in SQLite's order) share a rank,
+/// so an index's order is the order of its columns' rank tuples; and each rank's value.
 struct Ranks {
     of_row: Vec<u32>,
     /// Bits a rank needs (0 when every row has the same value).
     bits: u32,
+    by_rank: ByRank,
 }
 
-fn column_ranks(keys: &KeyStore, slot: usize) -> Ranks {
-    let col = &keys.vals[slot];
-    let mut of_row = vec![0u32; col.len()];
-    let mut distinct = 0u32;
-    let mut assign = |order: &[u32], same: &dyn Fn(u32, u32) -> bool| {
-        for (j, &row) in order.iter().enumerate() {
-            if j == 0 || !same(order[j - 1], row) {
-                distinct += 1;
-            }
-            of_row[row as usize] = distinct - 1;
+/// The values of a column's ranks, in rank order.
+enum ByRank {
+    Ints(Vec<i64>),
+    /// Each rank's text: its offset in the column's text buffer.
+    Texts(Vec<u64>, Column),
+    /// Mixed kinds: the keys, with the column holding their texts.
+    Any(Vec<Key>, Column),
+}
+
+impl Ranks {
+    fn value(&self, rank: u32) -> Raw<'_> {
+        let r = rank as usize;
+        match &self.by_rank {
+            ByRank::Ints(v) => Raw::Int(v[r]),
+            ByRank::Texts(offs, column) => Raw::Text(column.text_at(offs[r])),
+            ByRank::Any(keys, column) => column.raw(keys[r]),
         }
-    };
-    match col {
+    }
+}
+
+/// Ranks a column (consumed: its per-row values are not needed after this).
+fn column_ranks(column: Column) -> Ranks {
+    let n = column.col.len();
+    let mut of_row = vec![0u32; n];
+    let mut distinct = 0u32;
+    // Gives each row in `order` its rank, a new one where `same` says it differs from the
+    // row before; calls `first` with each rank's first row.
+    let mut assign =
+        |order: &[u32], same: &dyn Fn(u32, u32) -> bool, first: &mut dyn FnMut(u32)| {
+            for (j, &row) in order.iter().enumerate() {
+                if j == 0 || !same(order[j - 1], row) {
+                    distinct += 1;
+                    first(row);
+                }
+                of_row[row as usize] = distinct - 1;
+            }
+        };
+    let by_rank = match &column.col {
         Col::Ints(ints) => {
             let mut pairs: Vec<(i64, u32)> = ints
                 .iter()
@@ -1012,26 +1117,48 @@ fn column_ranks(keys: &KeyStore, slot: usize) -> Ranks {
             pairs.sort_unstable();
             let order: Vec<u32> = pairs.iter().map(|p| p.1).collect();
             drop(pairs);
-            assign(&order, &|a, b| ints[a as usize] == ints[b as usize]);
+            let mut values = Vec::new();
+            assign(
+                &order,
+                &|a, b| ints[a as usize] == ints[b as usize],
+                &mut |row| values.push(ints[row as usize]),
+            );
+            ByRank::Ints(values)
         }
         Col::Texts(offs) => {
-            let text = |row: u32| keys.text_at(offs[row as usize]);
-            let order = sort_texts(col.len(), &text);
-            assign(&order, &|a, b| {
-                offs[a as usize] == offs[b as usize] || text(a) == text(b)
-            });
+            let text = |row: u32| column.text_at(offs[row as usize]);
+            let order = sort_texts(n, &text);
+            let mut firsts = Vec::new();
+            assign(
+                &order,
+                &|a, b| offs[a as usize] == offs[b as usize] || text(a) == text(b),
+                &mut |row| firsts.push(offs[row as usize]),
+            );
+            ByRank::Texts(firsts, Column::new())
         }
-        Col::Any(_) => {
-            let mut order: Vec<u32> = (0..col.len() as u32).collect();
-            order.sort_unstable_by(|&a, &b| keys.cmp(slot, a as usize, b as usize));
-            assign(&order, &|a, b| {
-                keys.cmp(slot, a as usize, b as usize) == Ordering::Equal
-            });
+        Col::Any(keys) => {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            let key = |r: u32| keys[r as usize];
+            order.sort_unstable_by(|&a, &b| column.cmp_keys(key(a), key(b)));
+            let mut values = Vec::new();
+            assign(
+                &order,
+                &|a, b| column.cmp_keys(key(a), key(b)) == Ordering::Equal,
+                &mut |row| values.push(key(row)),
+            );
+            ByRank::Any(values, Column::new())
         }
-    }
+    };
+    // The ranks' texts stay in the column's buffer; its per-row values can go.
+    let by_rank = match by_rank {
+        ByRank::Any(values, _) => ByRank::Any(values, column.without_rows()),
+        ByRank::Texts(offs, _) => ByRank::Texts(offs, column.without_rows()),
+        other => other,
+    };
     Ranks {
         of_row,
         bits: 32 - distinct.saturating_sub(1).leading_zeros(),
+        by_rank,
     }
 }
 
@@ -1093,13 +1220,30 @@ fn sort_texts<'t>(n: usize, text: &dyn Fn(u32) -> &'t [u8]) -> Vec<u32> {
     items.into_iter().map(|it| it.text).collect()
 }
 
-/// The rows in index order (by the rank tuples of `slots`, then rowid) and, for a unique index,
-/// a row whose key another row has too.
-fn index_order(ranks: &[Ranks], slots: &[usize], rows: usize) -> (Vec<u32>, Option<u32>) {
+/// An index's entries in key order.
+enum Order {
+    /// Rank tuple and row packed in one integer (row in the low 32 bits), sorted as integers;
+    /// `fields[i]`: where the rank of the index's `i`-th column is above the row (shift, bits).
+    Packed {
+        keys: Vec<u128>,
+        fields: Vec<(u32, u32)>,
+    },
+    /// Rows, when the ranks need more than 96 bits.
+    Rows(Vec<u32>),
+}
+
+/// The index's entries in order (by the rank tuples of `slots`, then rowid) and, for a unique
+/// index, a row whose key another row has too.
+fn index_order(ranks: &[Ranks], slots: &[usize], rows: usize) -> (Order, Option<u32>) {
     let bits: u32 = slots.iter().map(|&s| ranks[s].bits).sum();
     if bits <= 96 {
-        // The rank tuple and the row packed in one integer: a plain integer sort.
-        let mut packed: Vec<u128> = (0..rows)
+        let mut fields = Vec::with_capacity(slots.len());
+        let mut shift = bits;
+        for &s in slots {
+            shift -= ranks[s].bits;
+            fields.push((shift, ranks[s].bits));
+        }
+        let mut keys: Vec<u128> = (0..rows)
             .map(|r| {
                 let mut k: u128 = 0;
                 for &s in slots {
@@ -1108,12 +1252,12 @@ fn index_order(ranks: &[Ranks], slots: &[usize], rows: usize) -> (Vec<u32>, Opti
                 (k << 32) | r as u128
             })
             .collect();
-        packed.sort_unstable();
-        let dup = packed
+        keys.sort_unstable();
+        let dup = keys
             .windows(2)
             .find(|w| w[0] >> 32 == w[1] >> 32)
             .map(|w| w[0] as u32);
-        (packed.into_iter().map(|k| k as u32).collect(), dup)
+        (Order::Packed { keys, fields }, dup)
     } else {
         let key = |r: u32| slots.iter().map(move |&s| ranks[s].of_row[r as usize]);
         let mut order: Vec<u32> = (0..rows as u32).collect();
@@ -1122,7 +1266,7 @@ fn index_order(ranks: &[Ranks], slots: &[usize], rows: usize) -> (Vec<u32>, Opti
             .windows(2)
             .find(|w| key(w[0]).eq(key(w[1])))
             .map(|w| w[0]);
-        (order, dup)
+        (Order::Rows(order), dup)
     }
 }
 
