@@ -422,7 +422,19 @@ pub fn run_pair_shared(
     bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, false)
+    run_pair_impl(npu, bench, opts, false, None)
+}
+
+/// [`run_pair_shared`] with the NPU graph already built: `npu_graph` must be
+/// `Graph::build(&npu)`, untouched since (the page builds it while the NPU folder is shown alone,
+/// so the compare after the Bench drop does not build it again).
+pub fn run_pair_prebuilt(
+    npu: Arc<RankDump>,
+    bench: Option<Arc<RankDump>>,
+    opts: &RunOptions,
+    npu_graph: Graph,
+) -> Result<PairResult> {
+    run_pair_impl(npu, bench, opts, false, Some(npu_graph))
 }
 
 /// [`run_pair`] as msprobe runs it with `--rank_size` on a single rank folder: nothing to merge,
@@ -432,7 +444,7 @@ pub fn run_pair_parallel_checkers(
     bench: Option<RankDump>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
-    run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true)
+    run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true, None)
 }
 
 /// [`run_pair_parallel_checkers`] over dumps kept parsed (the page).
@@ -441,7 +453,7 @@ pub fn run_pair_shared_parallel_checkers(
     bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, true)
+    run_pair_impl(npu, bench, opts, true, None)
 }
 
 fn run_pair_impl(
@@ -449,6 +461,7 @@ fn run_pair_impl(
     bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
     parallel_merge: bool,
+    npu_graph: Option<Graph>,
 ) -> Result<PairResult> {
     // What the parser read through comes first.
     let mut parsed: Vec<Diagnostic> = npu.diagnostics.clone();
@@ -456,7 +469,10 @@ fn run_pair_impl(
         parsed.extend(b.diagnostics.iter().cloned());
     }
     let Some(bench) = bench else {
-        let mut gn = Graph::build(&npu)?;
+        let mut gn = match npu_graph {
+            Some(g) => g,
+            None => Graph::build(&npu)?,
+        };
         let micro_steps = gn.paging_by_micro_step(None);
         if opts.overflow_check {
             gn.apply_overflow(&npu);
@@ -474,7 +490,14 @@ fn run_pair_impl(
         });
     };
     // The two graphs are independent; NPU's error first, as when built one after the other.
-    let (gn, gb) = crate::join2(opts.join, || Graph::build(&npu), || Graph::build(&bench));
+    let (gn, gb) = crate::join2(
+        opts.join,
+        || match npu_graph {
+            Some(g) => Ok(g),
+            None => Graph::build(&npu),
+        },
+        || Graph::build(&bench),
+    );
     let mut gn = gn?;
     let mut gb = gb?;
     let fw = |d: &RankDump| {

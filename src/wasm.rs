@@ -182,6 +182,20 @@ struct MemFiles {
     released: BTreeSet<String>,
     /// How many rank folders were parsed (for tests: a re-run must not parse again).
     parse_count: u32,
+    /// The graph of a rank folder, built (`Graph::build`, untouched since) while this side was
+    /// shown alone: the compare after the other side's drop takes it instead of building it
+    /// again. Taken, not copied, by a session that adopts this side (a `RefCell`: adopting
+    /// reads the other session through `&`).
+    prebuilt: std::cell::RefCell<Option<Prebuilt>>,
+    /// How many graphs `run` built (for tests).
+    build_count: u32,
+}
+
+/// A graph built ahead of its compare, with the parsed folder it was built from.
+struct Prebuilt {
+    dir: String,
+    dump: Arc<RankDump>,
+    graph: crate::graph::Graph,
 }
 
 impl MemFiles {
@@ -228,6 +242,13 @@ impl MemFiles {
         self.root_name = from.root_name.clone();
         self.parsed = from.parsed.clone();
         self.released = from.released.clone();
+        *self.prebuilt.get_mut() = from.prebuilt.take();
+    }
+
+    /// The prebuilt graph of folder `dir` if it was built from `dump`.
+    fn take_prebuilt(&mut self, dir: &str, dump: &Arc<RankDump>) -> Option<crate::graph::Graph> {
+        let p = self.prebuilt.get_mut().take()?;
+        (p.dir == dir && Arc::ptr_eq(&p.dump, dump)).then_some(p.graph)
     }
 }
 
@@ -243,6 +264,8 @@ impl MemFiles {
             parsed: BTreeMap::new(),
             released: BTreeSet::new(),
             parse_count: 0,
+            prebuilt: std::cell::RefCell::new(None),
+            build_count: 0,
         }
     }
 
@@ -659,6 +682,13 @@ impl Session {
         self.npu.parse_count + self.bench.parse_count
     }
 
+    /// How many graphs `run` has built in this session (an NPU graph built while the NPU folder
+    /// was shown alone is not built again for the compare); for tests.
+    #[wasm_bindgen(js_name = builtGraphs)]
+    pub fn built_graphs(&self) -> u32 {
+        self.npu.build_count + self.bench.build_count
+    }
+
     /// Caps the wasm memory at `bytes` (rounded down to 64 KiB pages; 0 = only the engine's
     /// limit, 4 GiB). A test knob (`?heap=` in the page): it makes the out-of-memory paths
     /// reachable with small inputs.
@@ -942,13 +972,6 @@ impl Session {
         // nothing.
         let (nd, bd) = self.pair_dumps(&pair)?;
         let opts = o.run_options(layer_mapping);
-        // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
-        let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
-            npu: &self.npu,
-            npu_dir: &pair.npu_dir,
-            bench: &self.bench,
-            bench_dir: dir,
-        });
         working_on(match &pair.bench_dir {
             Some(b) => format!(
                 "{} / {}",
@@ -957,7 +980,31 @@ impl Session {
             ),
             None => self.npu.display(&pair.npu_dir),
         });
-        let mut res = run::run_pair_shared(nd, bd, &opts).map_err(js_err)?;
+        // The NPU graph: built while the NPU folder was shown alone, or now. A build keeps an
+        // untouched copy for the compare that usually follows (the Bench folder's drop).
+        let npu_graph = match self.npu.take_prebuilt(&pair.npu_dir, &nd) {
+            Some(g) => g,
+            None => {
+                self.npu.build_count += 1;
+                crate::graph::Graph::build(&nd).map_err(js_err)?
+            }
+        };
+        if bd.is_none() {
+            *self.npu.prebuilt.get_mut() = Some(Prebuilt {
+                dir: pair.npu_dir.clone(),
+                dump: nd.clone(),
+                graph: npu_graph.clone(),
+            });
+        }
+        self.bench.build_count += bd.is_some() as u32;
+        // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
+        let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
+            npu: &self.npu,
+            npu_dir: &pair.npu_dir,
+            bench: &self.bench,
+            bench_dir: dir,
+        });
+        let mut res = run::run_pair_prebuilt(nd, bd, &opts, npu_graph).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());
         self.keep(res, pair.npu_dir, pair.bench_dir)
     }

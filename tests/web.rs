@@ -381,6 +381,13 @@ fn adopted_side_is_not_parsed_again() {
     assert_eq!(l["npu"]["kind"], "files");
     assert_eq!(run(&mut next, Some(MAPPING)), want);
     assert_eq!(next.parsed_ranks(), 1, "only the Bench folder is parsed");
+    // The NPU graph built for the shown build view is the compare's (taken, not built again).
+    assert_eq!(shown.built_graphs(), 1);
+    assert_eq!(next.built_graphs(), 1, "only the Bench graph is built");
+    assert_eq!(
+        columns_json(&next.columns("npu").unwrap()),
+        columns_json(&fresh.columns("npu").unwrap())
+    );
     let d: serde_json::Value = serde_json::from_str(&next.node("npu", 1).unwrap()).unwrap();
     let f: serde_json::Value = serde_json::from_str(&fresh.node("npu", 1).unwrap()).unwrap();
     assert_eq!(d, f, "node details from the adopted side");
