@@ -796,6 +796,10 @@ impl<O: Output> Writer<O> {
                 t.def.columns
             )));
         }
+        // Index entries name rows by a u32 (sorting 16-byte keys, not 24).
+        if t.rows >= u32::MAX as i64 {
+            return Err(invalid(format!("{}: more than {} rows", t.def.name, u32::MAX)));
+        }
         t.rows += 1;
         let rowid = t.rows;
         t.keys.push(row)?;
