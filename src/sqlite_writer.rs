@@ -798,7 +798,11 @@ impl<O: Output> Writer<O> {
         }
         // Index entries name rows by a u32 (sorting 16-byte keys, not 24).
         if t.rows >= u32::MAX as i64 {
-            return Err(invalid(format!("{}: more than {} rows", t.def.name, u32::MAX)));
+            return Err(invalid(format!(
+                "{}: more than {} rows",
+                t.def.name,
+                u32::MAX
+            )));
         }
         t.rows += 1;
         let rowid = t.rows;
@@ -1201,6 +1205,9 @@ fn sort_texts<'t>(n: usize, text: &dyn Fn(u32) -> &'t [u8]) -> Vec<u32> {
     let mut todo: Vec<(usize, usize, usize)> = vec![(0, items.len(), 0)];
     while let Some((a, b, depth)) = todo.pop() {
         let group = &mut items[a..b];
+        // Skip what the whole group shares (names agree on long prefixes such as a layer's
+        // path: one pass instead of a sort per 8 bytes of it).
+        let depth = depth + common_prefix(group.iter().map(|it| text(it.text)), depth);
         for it in group.iter_mut() {
             load(it, depth);
         }
@@ -1222,6 +1229,43 @@ fn sort_texts<'t>(n: usize, text: &dyn Fn(u32) -> &'t [u8]) -> Vec<u32> {
         }
     }
     items.into_iter().map(|it| it.text).collect()
+}
+
+/// How many bytes after `depth` all `texts` share.
+fn common_prefix<'t>(mut texts: impl Iterator<Item = &'t [u8]>, depth: usize) -> usize {
+    let Some(first) = texts.next() else {
+        return 0;
+    };
+    let first = first.get(depth..).unwrap_or_default();
+    let mut n = first.len();
+    for t in texts {
+        let t = t.get(depth..).unwrap_or_default();
+        n = mismatch(&first[..n], t);
+        if n == 0 {
+            break;
+        }
+    }
+    n
+}
+
+/// The length of the common prefix of `a` and `b` (8 bytes at a time).
+fn mismatch(a: &[u8], b: &[u8]) -> usize {
+    let m = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= m {
+        let (mut x, mut y) = ([0u8; 8], [0u8; 8]);
+        x.copy_from_slice(&a[i..i + 8]);
+        y.copy_from_slice(&b[i..i + 8]);
+        let d = u64::from_le_bytes(x) ^ u64::from_le_bytes(y);
+        if d != 0 {
+            return i + (d.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < m && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 /// An index's entries in key order.
@@ -1488,6 +1532,20 @@ mod tests {
             want.sort();
             assert_eq!(got, want, "round {round}");
         }
+    }
+
+    #[test]
+    fn common_prefixes() {
+        assert_eq!(mismatch(b"", b"abc"), 0);
+        assert_eq!(mismatch(b"abcdefghij", b"abcdefghij"), 10);
+        assert_eq!(mismatch(b"abcdefghij", b"abcdefghiX"), 9);
+        assert_eq!(mismatch(b"abcdefghij", b"abcXefghij"), 3);
+        assert_eq!(mismatch(b"abcdefgh", b"abcdefghij"), 8);
+        let t: [&[u8]; 3] = [b"Module.a.x", b"Module.a.y", b"Module.b"];
+        assert_eq!(common_prefix(t.iter().copied(), 0), 7);
+        assert_eq!(common_prefix(t.iter().copied(), 7), 0);
+        assert_eq!(common_prefix(t[..2].iter().copied(), 2), 7);
+        assert_eq!(common_prefix(std::iter::empty(), 0), 0);
     }
 
     #[test]
