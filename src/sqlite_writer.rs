@@ -654,8 +654,11 @@ impl KeyStore {
             hasher: Default::default(),
         }
     }
-    fn push(&mut self, row: &[Value]) -> io::Result<()> {
+    /// Keeps a row's keys; returns about how many bytes that took.
+    fn push(&mut self, row: &[Value]) -> io::Result<usize> {
+        let mut bytes = 0;
         for (c, column) in self.cols.iter().zip(&mut self.columns) {
+            let before = column.text.len();
             let k = match row[*c] {
                 Value::Null => Key::Null,
                 Value::Int(v) => Key::Int(v),
@@ -663,8 +666,9 @@ impl KeyStore {
                 Value::Text(t) => Key::Text(column.intern(t.as_bytes(), &self.hasher)?),
             };
             column.col.push(k);
+            bytes += 8 + column.text.len() - before;
         }
-        Ok(())
+        Ok(bytes)
     }
 }
 
@@ -721,6 +725,11 @@ pub struct Writer<O: Output> {
     indexes: Vec<(Index, u32)>,
     record: Vec<u8>,
     cell: Vec<u8>,
+    /// Bytes the kept index keys may take (see [`Writer::set_key_budget`]).
+    key_budget: usize,
+    key_bytes: usize,
+    /// Over the budget: the keys are dropped and the indexes written empty.
+    deferred: bool,
 }
 
 impl<O: Output> Writer<O> {
@@ -780,7 +789,35 @@ impl<O: Output> Writer<O> {
             indexes: ixs,
             record: Vec::new(),
             cell: Vec::new(),
+            key_budget: usize::MAX,
+            key_bytes: 0,
+            deferred: false,
         })
+    }
+
+    /// Caps the memory the index keys are kept in. Keys grow with the rows' indexed texts
+    /// (a `.vis.db`'s `matched_node_link` is a node's whole ancestor path, so a very deep graph
+    /// has GBs of them); past `bytes` the keys are dropped and every index is written empty,
+    /// for the host to have SQLite rebuild them (`REINDEX`, SQLite's external sort: bounded
+    /// memory, slower). [`Writer::indexes_deferred`] says whether that happened.
+    pub fn set_key_budget(&mut self, bytes: usize) {
+        self.key_budget = bytes;
+        self.check_budget();
+    }
+
+    /// Whether the indexes were written empty (over the key budget): the file needs a
+    /// `REINDEX` by SQLite before it is used.
+    pub fn indexes_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    fn check_budget(&mut self) {
+        if !self.deferred && self.key_bytes > self.key_budget {
+            self.deferred = true;
+            for t in &mut self.tables {
+                t.keys.columns = Vec::new();
+            }
+        }
     }
 
     /// Appends a row to table `table` (its rowid is the number of rows before it plus one).
@@ -806,7 +843,9 @@ impl<O: Output> Writer<O> {
         }
         t.rows += 1;
         let rowid = t.rows;
-        t.keys.push(row)?;
+        if !self.deferred {
+            self.key_bytes += t.keys.push(row)?;
+        }
         encode_record(row, &mut self.record);
         self.cell.clear();
         put_varint(&mut self.cell, self.record.len() as u64);
@@ -820,6 +859,7 @@ impl<O: Output> Writer<O> {
             t.leaf.reset();
         }
         t.leaf.push(&self.cell);
+        self.check_budget();
         Ok(())
     }
 
@@ -867,7 +907,19 @@ impl<O: Output> Writer<O> {
         for (ix, root) in &self.indexes {
             jobs.push((ix.table, ix.columns.clone(), *root, false));
         }
+        if self.deferred {
+            // Empty indexes, for SQLite to fill (`REINDEX`).
+            let mut page = Page::new(LEAF_INDEX, 0);
+            page.seal(0);
+            for j in &jobs {
+                self.pages.write(j.2, &page.buf)?;
+            }
+            jobs.clear();
+        }
         for ti in 0..self.tables.len() {
+            if jobs.iter().all(|j| j.0 != ti) {
+                continue;
+            }
             // Each column ranked once (two threads; texts cost the most), its values then
             // dropped: the indexes are written from the ranks.
             let columns: Vec<(usize, Column)> = std::mem::take(&mut self.tables[ti].keys.columns)
@@ -1799,6 +1851,36 @@ mod tests {
                 })
                 .collect();
             write(&path, &rows, 0).unwrap();
+            check(&path, &rows, 0);
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn over_the_key_budget_sqlite_builds_the_indexes() {
+        let path = temp("budget");
+        let rows = rows(700, 5, 30_000);
+        for budget in [0, 20_000, 1 << 40] {
+            let (tables, indexes, _) = schema();
+            let mut w = Writer::new(std::sync::Mutex::new(Vec::new()), tables, indexes).unwrap();
+            w.set_key_budget(budget);
+            for r in &rows {
+                let vals: Vec<Value> = r.iter().map(as_value).collect();
+                w.insert(0, &vals).unwrap();
+            }
+            let deferred = w.indexes_deferred();
+            assert_eq!(deferred, budget < 1 << 40, "budget {budget}");
+            let bytes = w.finish().unwrap().into_inner().unwrap();
+            std::fs::write(&path, bytes).unwrap();
+            let c = rusqlite::Connection::open(&path).unwrap();
+            let n: i64 = c
+                .query_row("SELECT count(*) FROM t INDEXED BY i_d", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(n, if deferred { 0 } else { 700 });
+            if deferred {
+                c.execute_batch("REINDEX").unwrap();
+            }
+            drop(c);
             check(&path, &rows, 0);
         }
         let _ = std::fs::remove_file(&path);

@@ -208,11 +208,11 @@ fn diff(expected: &Path, actual: &Path) -> Vec<String> {
 }
 
 fn run_variant(case: &str, variant: &str) {
-    run_variant_with(case, variant, None)
+    run_variant_with(case, variant, None, &[])
 }
 
 /// Runs a variant's command, optionally with another layer-mapping file in place of its `-lm` one.
-fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>) {
+fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>, env: &[(&str, &str)]) {
     let case_dir = fixtures().join(case);
     let vdir = case_dir.join("reference").join(variant);
     let cmd = std::fs::read_to_string(vdir.join("cmd.txt")).unwrap();
@@ -235,6 +235,7 @@ fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>) {
         words[lm + 1] = m.display().to_string();
     }
     let status = Command::new(env!("CARGO_BIN_EXE_probelens"))
+        .envs(env.iter().copied())
         .args(&words[1..])
         .arg("--no-progress")
         .current_dir(&case_dir)
@@ -356,11 +357,29 @@ fn shipped_qwen25_template_matches_fixture_mapping() {
         "qwen_L0",
         "qwen_two_ranks",
     ] {
-        run_variant_with(case, "map", Some(&t));
+        run_variant_with(case, "map", Some(&t), &[]);
     }
 }
 
 /// Every non-legacy reference variant has a test above.
+/// Over its key budget the writer leaves the indexes empty and SQLite rebuilds them (`REINDEX`):
+/// the same db (the budget is 0 here, so every index goes that way).
+#[test]
+fn indexes_rebuilt_by_sqlite_over_the_key_budget() {
+    run_variant_with(
+        "qwen_mix_statistics",
+        "map",
+        None,
+        &[("PROBELENS_KEY_BUDGET", "0")],
+    );
+    run_variant_with(
+        "qwen_two_ranks",
+        "map",
+        None,
+        &[("PROBELENS_KEY_BUDGET", "0")],
+    );
+}
+
 #[test]
 fn all_variants_covered() {
     let listed = [

@@ -660,7 +660,8 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     // scale pair's ~6.5 s; the content is the same (the fidelity tests read it back with SQLite).
     let file = std::fs::File::create(&tmp_path).map_err(|e| db_err(&db_path, e))?;
     let (tables, indexes) = visdb::schema();
-    let db = Writer::new(DbFile(file), tables, indexes).map_err(|e| db_err(&db_path, e))?;
+    let mut db = Writer::new(DbFile(file), tables, indexes).map_err(|e| db_err(&db_path, e))?;
+    db.set_key_budget(key_budget());
     let progress = Progress {
         bar: !a.no_progress && std::io::stderr().is_terminal(),
         log: a.progress_log,
@@ -805,26 +806,29 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         db.insert(visdb::TB_CONFIG, &visdb::config_values(c))
             .map_err(|e| db_err(&db_path, e))?;
     }
+    let reindex = db.indexes_deferred();
     let file = db
         .finish_with(Some(two_threads))
         .map_err(|e| db_err(&db_path, e))?;
     drop(file);
-    let t_indexes = te.elapsed();
+    let mut updates: Vec<export::DistUpdate> = Vec::new();
     if plan.kind != run::Kind::Files && parallel.is_none() {
-        let updates: Vec<export::DistUpdate> = dist
+        updates = dist
             .iter()
             .flat_map(|(source, step, ranks)| {
                 export::distributed_analyse(ranks, a.overflow, source, *step)
             })
             .collect();
-        if !updates.is_empty() {
-            update_distributed(&tmp_path, &updates).map_err(|e| db_err(&db_path, e))?;
-        }
     }
+    if reindex || !updates.is_empty() {
+        post_pass(&tmp_path, reindex, &updates).map_err(|e| db_err(&db_path, e))?;
+    }
+    let t_indexes = te.elapsed();
     std::fs::rename(&tmp_path, &db_path)
         .map_err(|e| Error::input(db_path.display().to_string(), format!("cannot write: {e}")))?;
     if a.timing {
-        // Sorting and writing the indexes, the tables' upper levels and the schema.
+        // Sorting and writing the indexes, the tables' upper levels and the schema, and SQLite's
+        // post-pass (REINDEX over the key budget, the distributed updates).
         eprintln!(
             "probelens: indexes {:.3}s, total {:.3}s",
             t_indexes.as_secs_f64(),
@@ -834,11 +838,27 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     Ok(db_path)
 }
 
-/// msprobe's distributed post-analysis: `matched_distributed` of the nodes it names, updated
-/// through SQLite in the written file.
-fn update_distributed(path: &Path, updates: &[export::DistUpdate]) -> rusqlite::Result<()> {
+/// The memory the index keys of the `.vis.db` may take before SQLite builds the indexes instead
+/// (`sqlite_writer::Writer::set_key_budget`): 1 GiB, or `PROBELENS_KEY_BUDGET` bytes (tests).
+fn key_budget() -> usize {
+    std::env::var("PROBELENS_KEY_BUDGET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 30)
+}
+
+/// What SQLite itself does to the written file: rebuild the indexes when the writer left them
+/// empty (over its key budget: SQLite sorts in bounded memory), and msprobe's distributed
+/// post-analysis (`matched_distributed` of the nodes it names).
+fn post_pass(path: &Path, reindex: bool, updates: &[export::DistUpdate]) -> rusqlite::Result<()> {
     let mut conn = Connection::open(path)?;
-    conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536; PRAGMA threads={threads};"
+    ))?;
+    if reindex {
+        conn.execute_batch("REINDEX;")?;
+    }
     let tx = conn.transaction()?;
     for u in updates {
         tx.execute(
