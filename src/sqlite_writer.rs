@@ -132,35 +132,7 @@ fn int_serial(v: i64) -> (u64, usize) {
     }
 }
 
-/// A record value for encoding: the row's values or an index key's.
-trait RecordValue {
-    fn serial(&self) -> (u64, usize);
-    fn put_body(&self, out: &mut Vec<u8>);
-}
-
-impl RecordValue for Value<'_> {
-    fn serial(&self) -> (u64, usize) {
-        match *self {
-            Value::Null => (0, 0),
-            Value::Int(v) => int_serial(v),
-            Value::Real(_) => (7, 8),
-            Value::Text(t) => (t.len() as u64 * 2 + 13, t.len()),
-        }
-    }
-    fn put_body(&self, out: &mut Vec<u8>) {
-        match *self {
-            Value::Null => {}
-            Value::Int(v) => {
-                let (_, n) = int_serial(v);
-                out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
-            }
-            Value::Real(f) => out.extend_from_slice(&f.to_bits().to_be_bytes()),
-            Value::Text(t) => out.extend_from_slice(t.as_bytes()),
-        }
-    }
-}
-
-/// An index key's value as kept by [`KeyStore`] (texts as bytes: they came from `&str`s).
+/// A value as a record holds it: a row's [`Value`] or an index key's (texts as bytes).
 #[derive(Clone, Copy, Debug)]
 enum Raw<'a> {
     Null,
@@ -169,7 +141,19 @@ enum Raw<'a> {
     Text(&'a [u8]),
 }
 
-impl RecordValue for Raw<'_> {
+impl<'a> From<Value<'a>> for Raw<'a> {
+    fn from(v: Value<'a>) -> Raw<'a> {
+        match v {
+            Value::Null => Raw::Null,
+            Value::Int(i) => Raw::Int(i),
+            Value::Real(f) => Raw::Real(f),
+            Value::Text(t) => Raw::Text(t.as_bytes()),
+        }
+    }
+}
+
+impl Raw<'_> {
+    /// The serial type and the body's size.
     fn serial(&self) -> (u64, usize) {
         match *self {
             Raw::Null => (0, 0),
@@ -181,20 +165,23 @@ impl RecordValue for Raw<'_> {
     fn put_body(&self, out: &mut Vec<u8>) {
         match *self {
             Raw::Null => {}
-            Raw::Int(v) => Value::Int(v).put_body(out),
-            Raw::Real(f) => Value::Real(f).put_body(out),
+            Raw::Int(v) => {
+                let (_, n) = int_serial(v);
+                out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
+            }
+            Raw::Real(f) => out.extend_from_slice(&f.to_bits().to_be_bytes()),
             Raw::Text(t) => out.extend_from_slice(t),
         }
     }
 }
 
 /// Encodes a record (header of serial types, then the bodies) into `out` (cleared first).
-fn encode_record<V: RecordValue>(values: &[V], out: &mut Vec<u8>) {
+fn encode_record<'a, V: Copy + Into<Raw<'a>>>(values: &[V], out: &mut Vec<u8>) {
     out.clear();
     let mut types_len = 0;
     let mut body_len = 0;
-    for v in values {
-        let (t, n) = v.serial();
+    for &v in values {
+        let (t, n) = v.into().serial();
         types_len += varint_len(t);
         body_len += n;
     }
@@ -205,11 +192,11 @@ fn encode_record<V: RecordValue>(values: &[V], out: &mut Vec<u8>) {
     }
     out.reserve(header_len + body_len);
     put_varint(out, header_len as u64);
-    for v in values {
-        put_varint(out, v.serial().0);
+    for &v in values {
+        put_varint(out, v.into().serial().0);
     }
-    for v in values {
-        v.put_body(out);
+    for &v in values {
+        v.into().put_body(out);
     }
 }
 
@@ -1709,8 +1696,19 @@ mod tests {
 
     /// Writes the rows (in memory) and the file; the indexes on two threads for even seeds.
     fn write(path: &std::path::Path, rows: &[[Sql; 5]], extra: usize) -> io::Result<()> {
+        write_with(path, rows, extra, usize::MAX).map(|_| ())
+    }
+
+    /// [`write`] with a key budget; whether the indexes were left to SQLite.
+    fn write_with(
+        path: &std::path::Path,
+        rows: &[[Sql; 5]],
+        extra: usize,
+        budget: usize,
+    ) -> io::Result<bool> {
         let (tables, indexes, _) = schema();
         let mut w = Writer::new(std::sync::Mutex::new(Vec::new()), tables, indexes)?;
+        w.set_key_budget(budget);
         for r in rows {
             let vals: Vec<Value> = r.iter().map(as_value).collect();
             w.insert(0, &vals)?;
@@ -1719,6 +1717,7 @@ mod tests {
             let y = format!("stack {i}");
             w.insert(1, &[Value::Int(i as i64), Value::Text(&y)])?;
         }
+        let deferred = w.indexes_deferred();
         let join: Option<crate::Join> = if rows.len() % 2 == 0 {
             Some(two_threads)
         } else {
@@ -1728,7 +1727,8 @@ mod tests {
             .finish_with(join)?
             .into_inner()
             .map_err(|_| io::Error::other("poisoned"))?;
-        std::fs::write(path, bytes)
+        std::fs::write(path, bytes)?;
+        Ok(deferred)
     }
 
     fn check(path: &std::path::Path, rows: &[[Sql; 5]], extra: usize) {
@@ -1861,17 +1861,8 @@ mod tests {
         let path = temp("budget");
         let rows = rows(700, 5, 30_000);
         for budget in [0, 20_000, 1 << 40] {
-            let (tables, indexes, _) = schema();
-            let mut w = Writer::new(std::sync::Mutex::new(Vec::new()), tables, indexes).unwrap();
-            w.set_key_budget(budget);
-            for r in &rows {
-                let vals: Vec<Value> = r.iter().map(as_value).collect();
-                w.insert(0, &vals).unwrap();
-            }
-            let deferred = w.indexes_deferred();
+            let deferred = write_with(&path, &rows, 0, budget).unwrap();
             assert_eq!(deferred, budget < 1 << 40, "budget {budget}");
-            let bytes = w.finish().unwrap().into_inner().unwrap();
-            std::fs::write(&path, bytes).unwrap();
             let c = rusqlite::Connection::open(&path).unwrap();
             let n: i64 = c
                 .query_row("SELECT count(*) FROM t INDEXED BY i_d", [], |r| r.get(0))
