@@ -6,7 +6,7 @@
 use crate::compare::{apply_results, Comparison};
 use crate::dump::RankDump;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
-use crate::items::{format_map, Mode};
+use crate::items::{format_map_into, Mode};
 use crate::pyfmt::{json_dumps, json_str, json_str_list};
 use std::collections::HashMap;
 
@@ -199,6 +199,7 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
     // Many nodes share one stack value (stack.json groups them): format and look up each value
     // once, then map the value straight to its id.
     let mut id_of_key: crate::HashMap<(u8, u32, u32), String> = crate::HashMap::default();
+    let mut buf = String::new();
     for (order, id) in g.post_order().into_iter().enumerate() {
         let n = g.node(id);
         let key = stack_key(n.stack);
@@ -225,8 +226,14 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
         if let Some(c) = x.comparison {
             apply_results(&mut [&mut input, &mut output], c.results.get(&id));
         }
-        let input_data = format_map(&x.dump.store, &input, &n.name, x.mode);
-        let output_data = format_map(&x.dump.store, &output, &n.name, x.mode);
+        // Formatted into one reused buffer, then copied out at their exact size (growing a
+        // fresh String per cell reallocates several times).
+        buf.clear();
+        format_map_into(&x.dump.store, &input, &n.name, x.mode, &mut buf);
+        let input_data = buf.as_str().to_owned();
+        buf.clear();
+        format_map_into(&x.dump.store, &output, &n.name, x.mode, &mut buf);
+        let output_data = buf.as_str().to_owned();
         let sub_nodes = if n.children.is_empty() {
             String::new()
         } else {

@@ -726,27 +726,34 @@ pub enum Mode {
     Structure,
 }
 
-/// `_format_decimal_string`: rounds a whole-string decimal with more than 6 places.
-fn format_decimal_string(s: &str) -> String {
+/// `_format_decimal_string`: rounds a whole-string decimal with more than 6 places. Borrows
+/// the text when it is kept as is (nearly always: "torch.float32", "[1, 2]", "-1").
+fn format_decimal_string(s: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    // Both sides of the point must be digits, so a text that does not start with one is kept
+    // (the common case, decided on one byte).
+    if !s.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+        return Cow::Borrowed(s);
+    }
     let (num, pct) = match s.strip_suffix('%') {
         Some(n) => (n, true),
         None => (s, false),
     };
     let Some((a, b)) = num.split_once('.') else {
-        return s.to_string();
+        return Cow::Borrowed(s);
     };
     let ok = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|c| c.is_ascii_digit());
     if !ok(a) || !ok(b) || b.len() <= 6 {
-        return s.to_string();
+        return Cow::Borrowed(s);
     }
     let Ok(x) = num.parse::<f64>() else {
-        return s.to_string();
+        return Cow::Borrowed(s);
     };
     let mut out = format_fixed6(x);
     if pct {
         out.push('%');
     }
-    out
+    Cow::Owned(out)
 }
 
 /// `f"{x:.6f}"` with Python's correct rounding (half to even on the exact binary value).
@@ -755,44 +762,135 @@ pub fn format_fixed6(x: f64) -> String {
     format!("{x:.6}")
 }
 
-/// How a field's text is written: JSON-quoted, or as is (`error_key` keeps its raw JSON).
-#[derive(PartialEq)]
-enum FieldText {
-    Quoted,
-    Raw,
+/// Appends `json.dumps` of a str field's text as `_format_data` rewrites it: quotes dropped
+/// and `None` as `null` when it has either, then [`format_decimal_string`]. Returns whether
+/// the text written is "null".
+fn write_str_field(text: &str, out: &mut String) -> bool {
+    // One pass for the three tests (`'`, "None", '.'): `str::contains` with a str pattern sets
+    // up a two-way searcher per call, which costs more than these short texts.
+    let b = text.as_bytes();
+    let (mut quote_or_none, mut dot) = (false, false);
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'\'' => quote_or_none = true,
+            b'N' if b.get(i + 1..i + 4) == Some(b"one") => quote_or_none = true,
+            b'.' => dot = true,
+            _ => {}
+        }
+    }
+    if quote_or_none {
+        let t = text.replace('\'', "").replace("None", "null");
+        let t = format_decimal_string(&t);
+        json_str(&t, out);
+        t == "null"
+    } else if dot {
+        let t = format_decimal_string(text);
+        json_str(&t, out);
+        // A text with a point is never "null".
+        false
+    } else {
+        // No decimal point: `format_decimal_string` keeps the text as is.
+        json_str(text, out);
+        text == "null"
+    }
 }
 
-/// The text of one field of `_format_data` into `buf` (cleared first).
-fn field_text(store: &Store, key: KeyId, v: &Py, buf: &mut String) -> FieldText {
-    buf.clear();
+/// Appends `i` in decimal between double quotes.
+fn write_quoted_int(i: i64, out: &mut String) {
+    let mut b = itoa::Buffer::new();
+    out.push('"');
+    out.push_str(b.format(i));
+    out.push('"');
+}
+
+/// Appends one field's value of `_format_data` as JSON (a quoted text, or `error_key`'s raw
+/// JSON) to `out`; `scratch` is working space. Returns whether the value is the quoted text
+/// "null" (a `Max` like that turns the whole item into `{"value": "null"}`).
+///
+/// Numbers, bools and None are written straight into `out`: their texts need no JSON escape,
+/// so they skip the copy through `scratch` and the escape scan of the general path.
+fn write_field(store: &Store, key: KeyId, v: &Py, scratch: &mut String, out: &mut String) -> bool {
+    // `error_key` keeps its value's raw JSON: the general path below.
+    if key != k::ERROR_KEY {
+        match v {
+            Py::V(Val::Float(f)) | Py::F(f) => {
+                out.push('"');
+                crate::pyfmt::float_repr_into(*f, out);
+                out.push('"');
+                return false;
+            }
+            Py::V(Val::Int(i)) | Py::I(i) => {
+                write_quoted_int(*i, out);
+                return false;
+            }
+            Py::V(Val::Bool(b)) | Py::B(b) => {
+                out.push_str(if *b { "\"True\"" } else { "\"False\"" });
+                return false;
+            }
+            Py::None | Py::V(Val::Null) => {
+                out.push_str("\"null\"");
+                return true;
+            }
+            _ => {}
+        }
+    }
     if let Some(text) = v.as_str(store) {
-        if text.contains('\'') || text.contains("None") {
-            let t = text.replace('\'', "").replace("None", "null");
-            buf.push_str(&format_decimal_string(&t));
-        } else if text.contains('.') {
-            buf.push_str(&format_decimal_string(text));
-        } else {
-            // No decimal point: `format_decimal_string` keeps the text as is.
-            buf.push_str(text);
-        }
-        FieldText::Quoted
-    } else if v.is_none() {
-        buf.push_str("null");
-        FieldText::Quoted
-    } else if key == k::ERROR_KEY {
+        return write_str_field(text, out);
+    }
+    if v.is_none() {
+        out.push_str("\"null\"");
+        return true;
+    }
+    scratch.clear();
+    if key == k::ERROR_KEY {
         if let Py::V(val) = v {
-            crate::pyfmt::json_dumps(store, *val, buf);
+            crate::pyfmt::json_dumps(store, *val, scratch);
         }
-        FieldText::Raw
+        out.push_str(scratch);
+        false
     } else {
-        v.write_py_str(store, buf);
-        FieldText::Quoted
+        v.write_py_str(store, scratch);
+        json_str(scratch, out);
+        scratch == "null"
+    }
+}
+
+/// What [`format_item`] needs of the node, worked out once per node rather than per item.
+#[derive(Clone, Copy)]
+struct ItemFormat {
+    mode: Mode,
+    /// The node is a `batch_isend_irecv`: its items drop op/peer/tag/group_id.
+    batch_p2p: bool,
+}
+
+impl ItemFormat {
+    fn new(node_id: &str, mode: Mode) -> ItemFormat {
+        ItemFormat {
+            mode,
+            batch_p2p: node_id.contains("batch_isend_irecv"),
+        }
     }
 }
 
 /// Appends the formatted item (`_format_data`) as a JSON object to `out`.
 pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &mut String) {
-    let batch_p2p = node_id.contains("batch_isend_irecv");
+    let mut scratch = String::new();
+    format_item_with(
+        store,
+        item,
+        ItemFormat::new(node_id, mode),
+        &mut scratch,
+        out,
+    );
+}
+
+fn format_item_with(
+    store: &Store,
+    item: &Item,
+    f: ItemFormat,
+    scratch: &mut String,
+    out: &mut String,
+) {
     let is_pg = item
         .get(k::TYPE)
         .and_then(|t| t.as_str(store))
@@ -800,22 +898,11 @@ pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &
     let keep = |key: KeyId| {
         !(key == k::STATE
             || key == k::FULL_OP_NAME
-            || (key == k::MD5 && mode != Mode::Md5)
-            || (batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key))
+            || (key == k::MD5 && f.mode != Mode::Md5)
+            || (f.batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key))
             || (is_pg && ![k::TYPE, k::GROUP_RANKS, k::GROUP_ID, k::DATA_NAME].contains(&key)))
     };
-    let mut buf = String::new();
-    // A `Max` whose text is "null" makes the whole item `{"value": "null"}`.
-    let all_null = item.fields.iter().any(|(key, v)| {
-        *key == k::MAX
-            && keep(*key)
-            && field_text(store, *key, v, &mut buf) == FieldText::Quoted
-            && buf == "null"
-    });
-    if all_null {
-        out.push_str("{\"value\": \"null\"}");
-        return;
-    }
+    let start = out.len();
     out.push('{');
     let mut first = true;
     for (key, v) in &item.fields {
@@ -828,11 +915,30 @@ pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &
         first = false;
         json_str(store.key(*key), out);
         out.push_str(": ");
-        if field_text(store, *key, v, &mut buf) == FieldText::Raw {
-            out.push_str(&buf);
-        } else {
-            json_str(&buf, out);
+        if write_field(store, *key, v, scratch, out) && *key == k::MAX {
+            // A `Max` whose text is "null" makes the whole item `{"value": "null"}`: drop
+            // what was written of it.
+            out.truncate(start);
+            out.push_str("{\"value\": \"null\"}");
+            return;
         }
+    }
+    out.push('}');
+}
+
+/// `json.dumps(format_node_data(data))` for one input_data/output_data dict, appended to
+/// `out`.
+pub fn format_map_into(store: &Store, map: &ItemMap, node_id: &str, mode: Mode, out: &mut String) {
+    let f = ItemFormat::new(node_id, mode);
+    let mut scratch = String::new();
+    out.push('{');
+    for (i, (key, item)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json_str(key, out);
+        out.push_str(": ");
+        format_item_with(store, item, f, &mut scratch, out);
     }
     out.push('}');
 }
@@ -842,16 +948,7 @@ pub fn format_map(store: &Store, map: &ItemMap, node_id: &str, mode: Mode) -> St
     // About 200 bytes an item (a statistics item with its compare cells): one allocation
     // instead of a chain of doublings for most maps.
     let mut out = String::with_capacity(2 + map.len() * 224);
-    out.push('{');
-    for (i, (key, item)) in map.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        json_str(key, &mut out);
-        out.push_str(": ");
-        format_item(store, item, node_id, mode, &mut out);
-    }
-    out.push('}');
+    format_map_into(store, map, node_id, mode, &mut out);
     out
 }
 
@@ -907,5 +1004,246 @@ mod tests {
         assert_eq!(format_decimal_string("1e-05%"), "1e-05%");
         assert_eq!(format_fixed6(0.0078125), "0.007812");
         assert_eq!(format_fixed6(2.5e-7), "0.000000");
+    }
+
+    /// The former `_format_decimal_string` (always a new String): the oracle of the borrowing one.
+    fn format_decimal_string_reference(s: &str) -> String {
+        let (num, pct) = match s.strip_suffix('%') {
+            Some(n) => (n, true),
+            None => (s, false),
+        };
+        let Some((a, b)) = num.split_once('.') else {
+            return s.to_string();
+        };
+        let ok = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|c| c.is_ascii_digit());
+        if !ok(a) || !ok(b) || b.len() <= 6 {
+            return s.to_string();
+        }
+        let Ok(x) = num.parse::<f64>() else {
+            return s.to_string();
+        };
+        let mut out = format_fixed6(x);
+        if pct {
+            out.push('%');
+        }
+        out
+    }
+
+    /// The former `format_item`: every field's text built in a buffer, then quoted, and `Max`
+    /// formatted once more to test for "null" first. The oracle of the direct one.
+    fn format_item_reference(store: &Store, item: &Item, node_id: &str, mode: Mode) -> String {
+        #[derive(PartialEq)]
+        enum FieldText {
+            Quoted,
+            Raw,
+        }
+        let field_text = |key: KeyId, v: &Py, buf: &mut String| -> FieldText {
+            buf.clear();
+            if let Some(text) = v.as_str(store) {
+                if text.contains('\'') || text.contains("None") {
+                    let t = text.replace('\'', "").replace("None", "null");
+                    buf.push_str(&format_decimal_string_reference(&t));
+                } else if text.contains('.') {
+                    buf.push_str(&format_decimal_string_reference(text));
+                } else {
+                    buf.push_str(text);
+                }
+                FieldText::Quoted
+            } else if v.is_none() {
+                buf.push_str("null");
+                FieldText::Quoted
+            } else if key == k::ERROR_KEY {
+                if let Py::V(val) = v {
+                    crate::pyfmt::json_dumps(store, *val, buf);
+                }
+                FieldText::Raw
+            } else {
+                v.write_py_str(store, buf);
+                FieldText::Quoted
+            }
+        };
+        let batch_p2p = node_id.contains("batch_isend_irecv");
+        let is_pg = item
+            .get(k::TYPE)
+            .and_then(|t| t.as_str(store))
+            .is_some_and(|t| t == "torch.ProcessGroup");
+        let keep = |key: KeyId| {
+            !(key == k::STATE
+                || key == k::FULL_OP_NAME
+                || (key == k::MD5 && mode != Mode::Md5)
+                || (batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key))
+                || (is_pg && ![k::TYPE, k::GROUP_RANKS, k::GROUP_ID, k::DATA_NAME].contains(&key)))
+        };
+        let mut buf = String::new();
+        let all_null = item.fields.iter().any(|(key, v)| {
+            *key == k::MAX
+                && keep(*key)
+                && field_text(*key, v, &mut buf) == FieldText::Quoted
+                && buf == "null"
+        });
+        if all_null {
+            return "{\"value\": \"null\"}".into();
+        }
+        let mut out = String::from("{");
+        let mut first = true;
+        for (key, v) in &item.fields {
+            if !keep(*key) {
+                continue;
+            }
+            if !first {
+                out.push_str(", ");
+            }
+            first = false;
+            json_str(store.key(*key), &mut out);
+            out.push_str(": ");
+            if field_text(*key, v, &mut buf) == FieldText::Raw {
+                out.push_str(&buf);
+            } else {
+                json_str(&buf, &mut out);
+            }
+        }
+        out.push('}');
+        out
+    }
+
+    #[test]
+    fn decimal_strings_borrow_what_they_keep() {
+        for s in [
+            "",
+            "1",
+            "1.5",
+            "1.1234567",
+            "1.1234567%",
+            "12.345678901234567%",
+            "-0.1234567",
+            "torch.float32",
+            "0.1234567a",
+            "1e-05%",
+            "1.%",
+            ".1234567",
+            "00.12345678",
+            "123456789012345678901.1234567",
+            "1.123456789012345678901",
+            "None.1234567",
+            "%",
+            "7.0000005",
+            "7.0000015",
+            "0.0000005",
+        ] {
+            let got = format_decimal_string(s);
+            assert_eq!(got, format_decimal_string_reference(s), "{s}");
+            assert_eq!(
+                matches!(got, std::borrow::Cow::Borrowed(_)),
+                got == s,
+                "{s}"
+            );
+        }
+    }
+
+    /// `format_item` writes what the former one wrote, over random items of every kind of value
+    /// (floats, ints, bools, None, strs with quotes, "None", decimals and escapes, lists, dicts,
+    /// relative errors), every mode, process groups, batch p2p nodes and `Max` made "null".
+    #[test]
+    fn format_item_is_the_former_one() {
+        let mut store = Store::default();
+        intern_known_keys(&mut store);
+        let odd_key = store.intern_key("k\u{e9}\"y");
+        let plain_key = store.intern_key("extra");
+        let text = br#"[null, true, false, 0, -1, 123456789, 12345678901234567890123, 1.5, 0.1,
+            -0.0, NaN, Infinity, -Infinity, 1e-07, 3.0000001234, 2.5e+20, "torch.float32",
+            "0.123456789", "12.3456789%", "None", "'None'", "it's 0.12345678", "null", "", "1.5",
+            "x\"y", "\u00e9", "[1, 2]", "1.0000000", "00.1234567", "None.1234567", "torch.ProcessGroup",
+            "NoneNone", "Non", "N", "'", "a\\b\n", "0.1234567'", [], [1, 2], [[1, 2], [3, 4]],
+            ["a'b", "c\"d"], {"a": 1, "b": [1.5, null]}, {}, [1.5, NaN], {"x": "None"}]"#;
+        let mut r = crate::json::Reader::new(text);
+        let root = r.value(&mut store, 0).unwrap();
+        let vals: Vec<Val> = store.list(root).to_vec();
+        let texts = [
+            "None",
+            "'None'",
+            "null",
+            "",
+            "torch.float32",
+            "0.12345678",
+            "3.1415926535%",
+            "torch.ProcessGroup",
+            "N/A",
+            "pass",
+            "a\"b",
+            "\u{e9}t\u{e9}",
+            "1.5%",
+            "it's",
+        ];
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let floats = [
+            0.0,
+            -0.0,
+            1.5,
+            0.1 + 0.2,
+            1e-300,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            123.456789,
+            2.5e-5,
+        ];
+        let mut keys: Vec<KeyId> = (0..KNOWN_KEYS.len() as u32).map(KeyId).collect();
+        keys.extend([odd_key, plain_key, k::MAX, k::MAX, k::ERROR_KEY, k::TYPE]);
+        let modes = [
+            Mode::Build,
+            Mode::Summary,
+            Mode::Md5,
+            Mode::RealData,
+            Mode::Structure,
+        ];
+        let mut checked = 0;
+        for round in 0..40_000 {
+            let mut item = default_item("Torch.add.0.forward.input.0", State::Input);
+            item.fields.clear();
+            for _ in 0..next(14) {
+                let key = keys[next(keys.len())];
+                let v = match next(9) {
+                    0..=2 => Py::from_val(vals[next(vals.len())]),
+                    3 => Py::S(texts[next(texts.len())].to_string()),
+                    4 => Py::Lit(texts[next(texts.len())]),
+                    5 => Py::F(floats[next(floats.len())]),
+                    6 => Py::Pct(floats[next(floats.len())]),
+                    7 => [Py::I(next(1000) as i64 - 500), Py::B(next(2) == 0)][next(2)].clone(),
+                    _ => Py::None,
+                };
+                item.set(key, v);
+            }
+            if next(8) == 0 {
+                item.set(k::TYPE, Py::Lit("torch.ProcessGroup"));
+            }
+            let node = if round % 5 == 0 {
+                "Distributed.batch_isend_irecv.0.forward"
+            } else {
+                "Torch.add.0.forward"
+            };
+            let mode = modes[next(modes.len())];
+            let mut got = String::from("x");
+            format_item(&store, &item, node, mode, &mut got);
+            assert_eq!(
+                got[1..],
+                format_item_reference(&store, &item, node, mode),
+                "{item:?}"
+            );
+            checked += usize::from(got.ends_with("{\"value\": \"null\"}"));
+            let map: ItemMap = vec![("a.input.0".into(), item.clone()), ("b\"".into(), item)];
+            let whole = format_map(&store, &map, node, mode);
+            let one = format_item_reference(&store, &map[0].1, node, mode);
+            assert_eq!(whole, format!("{{\"a.input.0\": {one}, \"b\\\"\": {one}}}"));
+        }
+        assert!(
+            checked > 100,
+            "the cases include items made all-null ({checked})"
+        );
     }
 }
