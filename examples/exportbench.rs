@@ -10,6 +10,11 @@ use probelens::export::{export_graph, GraphExport, NodeRow, Sink, StackRow};
 use probelens::run::{run_pair, RunOptions};
 use std::hash::Hasher;
 
+/// The CLI's allocator, so that the many small strings of the rows cost what they cost there.
+#[cfg(feature = "cli")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Drops the rows (what the timed runs format into).
 struct DropSink;
 
