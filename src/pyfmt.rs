@@ -30,7 +30,22 @@ pub fn float_repr_into(x: f64, out: &mut String) {
         return;
     }
     let mut rb = ryu::Buffer::new();
-    let text = rb.format_finite(x).as_bytes();
+    let text_str = rb.format_finite(x);
+    let text = text_str.as_bytes();
+    // Ryu writes fixed notation for decimal points -4 ..= 16 (x = 0.ddd * 10^decpt) and Python
+    // for -3 ..= 16, both with the same digits, "0." before leading zeros and ".0" after an
+    // integer: there their texts are the same (most statistics), and ryu's is taken as it is.
+    // Left to the general path: an exponent, decpt -4 ("0.0000ddd", which Python writes as
+    // "d.ddde-05"), and a trailing zero after the point's first digit (ryu's digits are the
+    // shortest, so none is expected; Python would drop it).
+    let unsigned = text.strip_prefix(b"-").unwrap_or(text);
+    let python_fixed = !text.contains(&b'e')
+        && !unsigned.starts_with(b"0.0000")
+        && (text.last() != Some(&b'0') || text.ends_with(b".0"));
+    if python_fixed {
+        out.push_str(text_str);
+        return;
+    }
     let neg = text.first() == Some(&b'-');
     // Significant digits, and the decimal point's place: x = 0.d1d2d3... * 10^decpt.
     let mut dbuf = [0u8; 24];
@@ -61,12 +76,18 @@ pub fn float_repr_into(x: f64, out: &mut String) {
         }
         i += 1;
     }
-    let e10: i32 = text
-        .get(i + 1..)
-        .and_then(|t| std::str::from_utf8(t).ok())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    decpt += e10;
+    // Ryu's exponent: `e`, an optional '-', then digits (read by hand: `str::parse` and its
+    // UTF-8 check cost more than the rest of this function).
+    let mut e10: i32 = 0;
+    let mut e_neg = false;
+    for &c in text.get(i + 1..).unwrap_or(&[]) {
+        match c {
+            b'-' => e_neg = true,
+            b'0'..=b'9' => e10 = e10.saturating_mul(10).saturating_add(i32::from(c - b'0')),
+            _ => {}
+        }
+    }
+    decpt += if e_neg { -e10 } else { e10 };
     while nd > 1 && dbuf[nd - 1] == b'0' {
         nd -= 1;
     }
@@ -106,7 +127,14 @@ fn python_layout(neg: bool, digits: &str, decpt: i32, out: &mut String) {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+        // `e{sign}{abs:02}` (not `write!`: the formatting machinery is slow for two digits).
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let a = exp.unsigned_abs();
+        if a < 10 {
+            out.push('0');
+        }
+        out.push_str(itoa::Buffer::new().format(a));
     } else if decpt <= 0 {
         out.push_str("0.");
         for _ in 0..(-decpt) {
@@ -177,9 +205,7 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
         Val::Null => out.push_str("None"),
         Val::Bool(true) => out.push_str("True"),
         Val::Bool(false) => out.push_str("False"),
-        Val::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Val::Int(i) => out.push_str(itoa::Buffer::new().format(i)),
         Val::BigInt(r) => out.push_str(store.str(r)),
         Val::Float(f) => float_repr_into(f, out),
         Val::Str(r) => str_repr(store.str(r), out),
@@ -288,9 +314,7 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
         Val::Null => out.push_str("null"),
         Val::Bool(true) => out.push_str("true"),
         Val::Bool(false) => out.push_str("false"),
-        Val::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Val::Int(i) => out.push_str(itoa::Buffer::new().format(i)),
         Val::BigInt(r) => out.push_str(store.str(r)),
         Val::Float(f) => {
             if f.is_nan() {
@@ -329,7 +353,11 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
 
 /// `json.dumps(list_of_str)`.
 pub fn json_str_list<S: AsRef<str>>(items: &[S]) -> String {
-    let mut out = String::from("[");
+    // Sized for texts without escapes (two quotes and ", " each): paths of a few hundred bytes
+    // grew through several reallocations.
+    let mut out =
+        String::with_capacity(2 + items.iter().map(|s| s.as_ref().len() + 4).sum::<usize>());
+    out.push('[');
     for (i, s) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
@@ -585,5 +613,57 @@ mod tests {
         let mut s = String::new();
         json_str("a\"é😀\u{7f}", &mut s);
         assert_eq!(s, r#""a\"\u00e9\ud83d\ude00\u007f""#);
+    }
+
+    /// The former `python_layout` (its exponent through `write!`): the oracle of the one that
+    /// writes the exponent's digits itself.
+    fn python_layout_reference(neg: bool, digits: &str, decpt: i32, out: &mut String) {
+        let exp = decpt - 1;
+        if neg {
+            out.push('-');
+        }
+        if !(-4 < decpt && decpt <= 16) {
+            out.push_str(&digits[..1]);
+            if digits.len() > 1 {
+                out.push('.');
+                out.push_str(&digits[1..]);
+            }
+            let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+        } else if decpt <= 0 {
+            out.push_str("0.");
+            for _ in 0..(-decpt) {
+                out.push('0');
+            }
+            out.push_str(digits);
+        } else {
+            let d = decpt as usize;
+            if d >= digits.len() {
+                out.push_str(digits);
+                for _ in 0..(d - digits.len()) {
+                    out.push('0');
+                }
+                out.push_str(".0");
+            } else {
+                out.push_str(&digits[..d]);
+                out.push('.');
+                out.push_str(&digits[d..]);
+            }
+        }
+    }
+
+    #[test]
+    fn python_layout_is_the_former_one() {
+        let (mut a, mut b) = (String::new(), String::new());
+        for digits in ["1", "5", "12", "12345", "17976931348623157"] {
+            for decpt in -1100..=1100 {
+                for neg in [false, true] {
+                    a.clear();
+                    b.clear();
+                    python_layout(neg, digits, decpt, &mut a);
+                    python_layout_reference(neg, digits, decpt, &mut b);
+                    assert_eq!(a, b, "{digits} {decpt}");
+                }
+            }
+        }
     }
 }
