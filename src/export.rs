@@ -6,7 +6,7 @@
 use crate::compare::{apply_results, Comparison};
 use crate::dump::RankDump;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
-use crate::items::{format_map_into, Mode};
+use crate::items::{ItemWriter, Mode};
 use crate::pyfmt::{json_dumps, json_str, json_str_list};
 use std::collections::HashMap;
 
@@ -181,10 +181,43 @@ pub fn precision_text(p: f64) -> String {
 
 /// The JSON list of the partner's path (`matched_node_link`).
 pub fn link_json(other: Option<&Graph>, partner: Option<NodeId>) -> String {
-    match (other, partner) {
-        (Some(o), Some(p)) => json_str_list(&o.path(p)),
-        _ => "[]".into(),
+    link_json_with(other, partner, &mut Vec::new())
+}
+
+/// [`link_json`] with the path's ids gathered in `chain` (reused across rows: the export makes
+/// a link for every matched node, and `Graph::path` builds two vectors for each).
+fn link_json_with(
+    other: Option<&Graph>,
+    partner: Option<NodeId>,
+    chain: &mut Vec<NodeId>,
+) -> String {
+    let (Some(o), Some(p)) = (other, partner) else {
+        return "[]".into();
+    };
+    // The node, then its ancestors up to the root; on a cycle the node alone, as
+    // `Graph::path` has it (its `ancestors` are empty then).
+    chain.clear();
+    chain.push(p);
+    let mut cur = o.node(p).parent;
+    while let Some(c) = cur {
+        if chain.len() > o.nodes.len() {
+            chain.truncate(1);
+            break;
+        }
+        chain.push(c);
+        cur = o.node(c).parent;
     }
+    let names = || chain.iter().rev().map(|id| o.node(*id).name.as_str());
+    let mut out = String::with_capacity(2 + names().map(|s| s.len() + 4).sum::<usize>());
+    out.push('[');
+    for (i, name) in names().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        json_str(name, &mut out);
+    }
+    out.push(']');
+    out
 }
 
 /// Writes every node reachable from the root, in post-order (`node_to_db`), then its stacks.
@@ -200,6 +233,8 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
     // once, then map the value straight to its id.
     let mut id_of_key: crate::HashMap<(u8, u32, u32), String> = crate::HashMap::default();
     let mut buf = String::new();
+    let mut items = ItemWriter::new(&x.dump.store);
+    let mut chain: Vec<NodeId> = Vec::new();
     for (order, id) in g.post_order().into_iter().enumerate() {
         let n = g.node(id);
         let key = stack_key(n.stack);
@@ -229,10 +264,10 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
         // Formatted into one reused buffer, then copied out at their exact size (growing a
         // fresh String per cell reallocates several times).
         buf.clear();
-        format_map_into(&x.dump.store, &input, &n.name, x.mode, &mut buf);
+        items.map_into(&input, &n.name, x.mode, &mut buf);
         let input_data = buf.as_str().to_owned();
         buf.clear();
-        format_map_into(&x.dump.store, &output, &n.name, x.mode, &mut buf);
+        items.map_into(&output, &n.name, x.mode, &mut buf);
         let output_data = buf.as_str().to_owned();
         let sub_nodes = if n.children.is_empty() {
             String::new()
@@ -254,7 +289,7 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
             });
         }
         sink.node(NodeRow {
-            id: format!("{graph_id}_{}", n.name),
+            id: [graph_id.as_str(), "_", n.name.as_str()].concat(),
             graph_id: graph_id.clone(),
             node_order: order as i64,
             node_name: n.name.clone(),
@@ -264,7 +299,7 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
             precision_index: n.precision.map(|p| p.0),
             overflow_level: n.overflow.map(|o| o.as_str()),
             micro_step_id: n.micro_step.unwrap_or(0),
-            matched_node_link: link_json(x.other, n.partner),
+            matched_node_link: link_json_with(x.other, n.partner, &mut chain),
             stack_id,
             parallel_merge_info: g
                 .merge_info
@@ -664,4 +699,39 @@ pub fn python_json(v: &serde_json::Value) -> String {
     }
     rec(v, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The link written from reused ids is `json.dumps` of `Graph::path`, on every node of a
+    /// small graph and again with a cycle in it.
+    #[test]
+    fn link_is_the_path() {
+        let construct = br#"{"Module.a.A.forward.0": null, "Module.a.b.B.forward.0": "Module.a.A.forward.0",
+            "Torch.add.0.forward": "Module.a.b.B.forward.0", "Torch.mul.1.forward": "Module.a.b.B.forward.0",
+            "Module.q\"uote.C.forward.0": "Module.a.A.forward.0"}"#;
+        let dump = br#"{"task": "statistics", "level": "mix", "dump_data_dir": null, "data": {}}"#;
+        let d =
+            RankDump::parse(crate::dump::FileNames::in_dir(""), dump, construct, b"{}").unwrap();
+        let mut g = Graph::build(&d).unwrap();
+        let check = |g: &Graph| {
+            let mut chain = vec![7, 7, 7];
+            for id in 0..g.nodes.len() as NodeId {
+                assert_eq!(
+                    link_json_with(Some(g), Some(id), &mut chain),
+                    json_str_list(&g.path(id))
+                );
+            }
+            assert_eq!(link_json_with(None, Some(0), &mut chain), "[]");
+            assert_eq!(link_json_with(Some(g), None, &mut chain), "[]");
+        };
+        check(&g);
+        assert!(g.nodes.len() >= 6, "{}", g.nodes.len());
+        let b = g.get("Module.a.b.B.forward.0").unwrap();
+        let add = g.get("Torch.add.0.forward").unwrap();
+        g.nodes[b as usize].parent = Some(add);
+        check(&g);
+    }
 }

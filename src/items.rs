@@ -155,10 +155,7 @@ impl Py {
             Py::Pct(f) => crate::pyfmt::pct_into(*f, out),
             Py::Lit(s) => out.push_str(s),
             Py::F(f) => crate::pyfmt::float_repr_into(*f, out),
-            Py::I(i) => {
-                use std::fmt::Write;
-                let _ = write!(out, "{i}");
-            }
+            Py::I(i) => out.push_str(itoa::Buffer::new().format(*i)),
             Py::B(b) => out.push_str(if *b { "True" } else { "False" }),
         }
     }
@@ -872,75 +869,97 @@ impl ItemFormat {
     }
 }
 
+/// Writes items as `_format_data` does, for many nodes of one store: keeps each field key's
+/// quoted form (`"Max": `) once it is made, and a scratch buffer, across nodes.
+pub struct ItemWriter<'s> {
+    store: &'s Store,
+    /// `json.dumps(key) + ": "` by key id, made on first use (a few dozen keys serve a dump).
+    keys: Vec<Option<Box<str>>>,
+    scratch: String,
+}
+
+impl<'s> ItemWriter<'s> {
+    pub fn new(store: &'s Store) -> ItemWriter<'s> {
+        ItemWriter {
+            store,
+            keys: Vec::new(),
+            scratch: String::new(),
+        }
+    }
+
+    /// Appends `json.dumps(key)` and ": ".
+    fn key_into(&mut self, key: KeyId, out: &mut String) {
+        let i = key.0 as usize;
+        if self.keys.len() <= i {
+            self.keys.resize(i + 1, None);
+        }
+        let store = self.store;
+        let quoted = self.keys[i].get_or_insert_with(|| {
+            let mut q = String::new();
+            json_str(store.key(key), &mut q);
+            q.push_str(": ");
+            q.into_boxed_str()
+        });
+        out.push_str(quoted);
+    }
+
+    /// Appends the formatted item (`_format_data`) as a JSON object to `out`.
+    fn item_into(&mut self, item: &Item, f: ItemFormat, out: &mut String) {
+        let store = self.store;
+        let is_pg = item
+            .get(k::TYPE)
+            .and_then(|t| t.as_str(store))
+            .is_some_and(|t| t == "torch.ProcessGroup");
+        let keep = |key: KeyId| {
+            !(key == k::STATE
+                || key == k::FULL_OP_NAME
+                || (key == k::MD5 && f.mode != Mode::Md5)
+                || (f.batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key))
+                || (is_pg && ![k::TYPE, k::GROUP_RANKS, k::GROUP_ID, k::DATA_NAME].contains(&key)))
+        };
+        let start = out.len();
+        out.push('{');
+        let mut first = true;
+        for (key, v) in &item.fields {
+            if !keep(*key) {
+                continue;
+            }
+            if !first {
+                out.push_str(", ");
+            }
+            first = false;
+            self.key_into(*key, out);
+            if write_field(store, *key, v, &mut self.scratch, out) && *key == k::MAX {
+                // A `Max` whose text is "null" makes the whole item `{"value": "null"}`: drop
+                // what was written of it.
+                out.truncate(start);
+                out.push_str("{\"value\": \"null\"}");
+                return;
+            }
+        }
+        out.push('}');
+    }
+
+    /// `json.dumps(format_node_data(data))` for one input_data/output_data dict, appended to
+    /// `out`.
+    pub fn map_into(&mut self, map: &ItemMap, node_id: &str, mode: Mode, out: &mut String) {
+        let f = ItemFormat::new(node_id, mode);
+        out.push('{');
+        for (i, (key, item)) in map.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            json_str(key, out);
+            out.push_str(": ");
+            self.item_into(item, f, out);
+        }
+        out.push('}');
+    }
+}
+
 /// Appends the formatted item (`_format_data`) as a JSON object to `out`.
 pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &mut String) {
-    let mut scratch = String::new();
-    format_item_with(
-        store,
-        item,
-        ItemFormat::new(node_id, mode),
-        &mut scratch,
-        out,
-    );
-}
-
-fn format_item_with(
-    store: &Store,
-    item: &Item,
-    f: ItemFormat,
-    scratch: &mut String,
-    out: &mut String,
-) {
-    let is_pg = item
-        .get(k::TYPE)
-        .and_then(|t| t.as_str(store))
-        .is_some_and(|t| t == "torch.ProcessGroup");
-    let keep = |key: KeyId| {
-        !(key == k::STATE
-            || key == k::FULL_OP_NAME
-            || (key == k::MD5 && f.mode != Mode::Md5)
-            || (f.batch_p2p && [k::OP, k::PEER, k::TAG, k::GROUP_ID].contains(&key))
-            || (is_pg && ![k::TYPE, k::GROUP_RANKS, k::GROUP_ID, k::DATA_NAME].contains(&key)))
-    };
-    let start = out.len();
-    out.push('{');
-    let mut first = true;
-    for (key, v) in &item.fields {
-        if !keep(*key) {
-            continue;
-        }
-        if !first {
-            out.push_str(", ");
-        }
-        first = false;
-        json_str(store.key(*key), out);
-        out.push_str(": ");
-        if write_field(store, *key, v, scratch, out) && *key == k::MAX {
-            // A `Max` whose text is "null" makes the whole item `{"value": "null"}`: drop
-            // what was written of it.
-            out.truncate(start);
-            out.push_str("{\"value\": \"null\"}");
-            return;
-        }
-    }
-    out.push('}');
-}
-
-/// `json.dumps(format_node_data(data))` for one input_data/output_data dict, appended to
-/// `out`.
-pub fn format_map_into(store: &Store, map: &ItemMap, node_id: &str, mode: Mode, out: &mut String) {
-    let f = ItemFormat::new(node_id, mode);
-    let mut scratch = String::new();
-    out.push('{');
-    for (i, (key, item)) in map.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        json_str(key, out);
-        out.push_str(": ");
-        format_item_with(store, item, f, &mut scratch, out);
-    }
-    out.push('}');
+    ItemWriter::new(store).item_into(item, ItemFormat::new(node_id, mode), out);
 }
 
 /// `json.dumps(format_node_data(data))` for one input_data/output_data dict.
@@ -948,7 +967,7 @@ pub fn format_map(store: &Store, map: &ItemMap, node_id: &str, mode: Mode) -> St
     // About 200 bytes an item (a statistics item with its compare cells): one allocation
     // instead of a chain of doublings for most maps.
     let mut out = String::with_capacity(2 + map.len() * 224);
-    format_map_into(store, map, node_id, mode, &mut out);
+    ItemWriter::new(store).map_into(map, node_id, mode, &mut out);
     out
 }
 
@@ -1203,6 +1222,7 @@ mod tests {
             Mode::Structure,
         ];
         let mut checked = 0;
+        let mut writer = ItemWriter::new(&store);
         for round in 0..40_000 {
             let mut item = default_item("Torch.add.0.forward.input.0", State::Input);
             item.fields.clear();
@@ -1237,7 +1257,10 @@ mod tests {
             );
             checked += usize::from(got.ends_with("{\"value\": \"null\"}"));
             let map: ItemMap = vec![("a.input.0".into(), item.clone()), ("b\"".into(), item)];
-            let whole = format_map(&store, &map, node, mode);
+            // One writer for all rounds, as the export keeps one for a graph (its quoted keys).
+            let mut whole = String::new();
+            writer.map_into(&map, node, mode, &mut whole);
+            assert_eq!(whole, format_map(&store, &map, node, mode));
             let one = format_item_reference(&store, &map[0].1, node, mode);
             assert_eq!(whole, format!("{{\"a.input.0\": {one}, \"b\\\"\": {one}}}"));
         }
