@@ -23,7 +23,8 @@ pub fn pct_into(x: f64, out: &mut String) {
 /// Python's `repr` is the shortest digit string that reads back as `x`, the nearest one to `x`
 /// among those (ties to even), laid out fixed for decimal exponents -4 ..= 15 and as `d.ddde±XX`
 /// otherwise. Ryu finds exactly those digits (shortest, nearest, ties to even); only its layout
-/// differs, so its text is taken apart into digits and a decimal point position first.
+/// differs: [`ryu_as_python`] re-lays its text, and what that leaves is taken apart into digits
+/// and a decimal point position first.
 pub fn float_repr_into(x: f64, out: &mut String) {
     if let Some(t) = special_repr(x) {
         out.push_str(t);
@@ -31,21 +32,10 @@ pub fn float_repr_into(x: f64, out: &mut String) {
     }
     let mut rb = ryu::Buffer::new();
     let text_str = rb.format_finite(x);
-    let text = text_str.as_bytes();
-    // Ryu writes fixed notation for decimal points -4 ..= 16 (x = 0.ddd * 10^decpt) and Python
-    // for -3 ..= 16, both with the same digits, "0." before leading zeros and ".0" after an
-    // integer: there their texts are the same (most statistics), and ryu's is taken as it is.
-    // Left to the general path: an exponent, decpt -4 ("0.0000ddd", which Python writes as
-    // "d.ddde-05"), and a trailing zero after the point's first digit (ryu's digits are the
-    // shortest, so none is expected; Python would drop it).
-    let unsigned = text.strip_prefix(b"-").unwrap_or(text);
-    let python_fixed = !text.contains(&b'e')
-        && !unsigned.starts_with(b"0.0000")
-        && (text.last() != Some(&b'0') || text.ends_with(b".0"));
-    if python_fixed {
-        out.push_str(text_str);
+    if ryu_as_python(text_str, out) {
         return;
     }
+    let text = text_str.as_bytes();
     let neg = text.first() == Some(&b'-');
     // Significant digits, and the decimal point's place: x = 0.d1d2d3... * 10^decpt.
     let mut dbuf = [0u8; 24];
@@ -98,6 +88,64 @@ pub fn float_repr_into(x: f64, out: &mut String) {
     // Only ASCII digits were stored.
     let digits = std::str::from_utf8(&dbuf[..nd]).unwrap_or("0");
     python_layout(neg, digits, decpt, out);
+}
+
+/// Appends Python's repr of the float whose ryu text is `text`, laid out from that text, and
+/// returns true; false (nothing written) where the general path must read the digits.
+///
+/// Both write the same shortest digits (ryu's are the nearest, ties to even, as Python's), with
+/// x = 0.ddd * 10^decpt: ryu in fixed notation for decpt -4 ..= 16 and Python for -3 ..= 16,
+/// both with "0." before leading zeros and ".0" after an integer, so there the texts are the
+/// same (most statistics). Elsewhere both write `d.ddd` and an exponent, which Python signs and
+/// pads to two digits ("1.5e-07", not "1.5e-7"); at decpt -4 ryu's "0.0000ddd" is Python's
+/// "d.ddde-05". A trailing zero after the point (which Python drops; ryu's digits are the
+/// shortest, so none is expected) is left to the general path.
+fn ryu_as_python(text: &str, out: &mut String) -> bool {
+    let b = text.as_bytes();
+    let trailing_zero = |m: &[u8]| m.last() == Some(&b'0') && !m.ends_with(b".0");
+    if let Some(e) = b.iter().position(|&c| c == b'e') {
+        let (mantissa, exp) = (&text[..e], &text[e + 1..]);
+        if trailing_zero(mantissa.as_bytes()) || mantissa.ends_with(".0") {
+            return false;
+        }
+        let (sign, digits) = match exp.strip_prefix('-') {
+            Some(d) => ('-', d),
+            None => ('+', exp),
+        };
+        out.push_str(mantissa);
+        out.push('e');
+        out.push(sign);
+        if digits.len() < 2 {
+            out.push('0');
+        }
+        out.push_str(digits);
+        return true;
+    }
+    if trailing_zero(b) {
+        return false;
+    }
+    let (neg, unsigned) = match text.strip_prefix('-') {
+        Some(u) => (true, u),
+        None => (false, text),
+    };
+    if let Some(digits) = unsigned.strip_prefix("0.0000") {
+        // decpt -4: "0.0000ddd" -> "d.ddde-05".
+        let Some(first) = digits.get(..1) else {
+            return false;
+        };
+        if neg {
+            out.push('-');
+        }
+        out.push_str(first);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push_str("e-05");
+        return true;
+    }
+    out.push_str(text);
+    true
 }
 
 /// The repr of the floats that have no digits to find: NaN, the infinities and the zeros.
@@ -236,14 +284,16 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
 
 /// Appends `s` as a JSON string literal the way `json.dumps` (ensure_ascii) writes it.
 pub fn json_str(s: &str, out: &mut String) {
-    out.push('"');
     let bytes = s.as_bytes();
-    // Most texts need no escape at all: one check, one copy.
+    // Most texts need no escape at all: one check, one copy (into room made once).
     if needs_no_escape(bytes) {
+        out.reserve(s.len() + 2);
+        out.push('"');
         out.push_str(s);
         out.push('"');
         return;
     }
+    out.push('"');
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         // Printable ASCII except '"' and '\\' is copied as is, in runs.
