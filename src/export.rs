@@ -3,10 +3,10 @@
 //!
 //! The core never touches SQLite: the CLI inserts these rows.
 
-use crate::compare::{apply_results, Comparison};
+use crate::compare::Comparison;
 use crate::dump::RankDump;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
-use crate::items::{ItemWriter, Mode};
+use crate::items::{ItemWriter, Mode, NodeFormat};
 use crate::pyfmt::{json_dumps, json_str, json_str_list};
 use std::collections::HashMap;
 
@@ -257,17 +257,21 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
                 sid
             }
         };
-        let (mut input, mut output) = g.io(x.dump, id);
-        if let Some(c) = x.comparison {
-            apply_results(&mut [&mut input, &mut output], c.results.get(&id));
-        }
+        let (input, output) = g.io(x.dump, id);
+        // The compare columns are written over the items as they are formatted
+        // (`compare::apply_results` without its copies).
+        let results = x
+            .comparison
+            .and_then(|c| c.results.get(&id))
+            .map(Vec::as_slice);
         // Formatted into one reused buffer, then copied out at their exact size (growing a
         // fresh String per cell reallocates several times).
         buf.clear();
-        items.map_into(&input, &n.name, x.mode, &mut buf);
+        let f = NodeFormat::new(&n.name, x.mode);
+        items.map_with_results_into(&input, results, f, &mut buf);
         let input_data = buf.as_str().to_owned();
         buf.clear();
-        items.map_into(&output, &n.name, x.mode, &mut buf);
+        items.map_with_results_into(&output, results, f, &mut buf);
         let output_data = buf.as_str().to_owned();
         let sub_nodes = if n.children.is_empty() {
             String::new()

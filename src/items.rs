@@ -5,6 +5,7 @@
 //! An [`Item`] is an ordered dict, like the Python one, whose values are [`Py`] objects. Keys are
 //! interned in the dump's [`Store`]; the keys msprobe itself adds have fixed ids ([`k`]).
 
+use crate::compare::{Cell, ItemResult};
 use crate::error::{Error, Result};
 use crate::json::{KeyId, Store, Val};
 use crate::pyfmt::{json_str, py_repr, py_str};
@@ -353,18 +354,19 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
             "expected an object with input_args/input_kwargs/output (or input/output), found another value",
         ));
     }
-    let segs: Vec<&str> = op_name.split('.').collect();
-    let last = segs.last().copied().unwrap_or("");
-    let second_last = if segs.len() >= 2 {
-        segs[segs.len() - 2]
-    } else {
-        ""
-    };
+    // The last two dotted fields, without collecting all of them.
+    let mut fields = op_name.rsplit('.');
+    let last = fields.next().unwrap_or("");
+    let second_last = fields.next().unwrap_or("");
+    // The items' names are built in this one buffer, a field pushed before each descent and
+    // cut off after it: only an item's own `full_op_name` is allocated.
+    let mut name = String::with_capacity(op_name.len() + 48);
+    name.push_str(op_name);
     if last == "debug" {
         op_item_parse(
             store,
             Some(entry),
-            op_name,
+            &mut name,
             in_grad(op_name),
             State::Debug,
             0,
@@ -375,7 +377,7 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
         op_item_parse(
             store,
             Some(entry),
-            op_name,
+            &mut name,
             // Its last or second-last field is "parameters_grad".
             true,
             State::ParametersGrad,
@@ -394,22 +396,13 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
             (k::PARAMETERS, ".parameters", State::Parameters),
         ] {
             if let Some(v) = store.obj(entry).get(key) {
-                let name = concat(&[op_name, suffix]);
-                op_item_parse(store, Some(v), &name, grad, state, 0, &mut out, file)?;
+                name.truncate(op_name.len());
+                name.push_str(suffix);
+                op_item_parse(store, Some(v), &mut name, grad, state, 0, &mut out, file)?;
             }
         }
     }
     Ok(out)
-}
-
-/// The parts joined, in one allocation (`format!` is several times slower for these short
-/// item names, which are made for every tensor of every compared node).
-fn concat(parts: &[&str]) -> String {
-    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for p in parts {
-        s.push_str(p);
-    }
-    s
 }
 
 /// `i` in decimal, written into `buf`.
@@ -428,15 +421,17 @@ fn decimal(mut i: usize, buf: &mut [u8; 20]) -> &str {
 
 /// Whether a field of the dotted `name` is "parameters_grad".
 fn in_grad(name: &str) -> bool {
-    name.split('.').any(|s| s == "parameters_grad")
+    // Nearly no name has the text at all: that test first (splitting costs more).
+    crate::has(name, "parameters_grad") && name.split('.').any(|s| s == "parameters_grad")
 }
 
 /// `grad`: [`in_grad`] of `name` (carried down the recursion instead of re-scanning the name).
+/// `name` is the item name so far; a descent appends its field and takes it off again.
 #[allow(clippy::too_many_arguments)]
 fn op_item_parse(
     store: &Store,
     data: Option<Val>,
-    name: &str,
+    name: &mut String,
     grad: bool,
     state: State,
     depth: usize,
@@ -461,6 +456,7 @@ fn op_item_parse(
     if !truthy(store, v) {
         return Ok(());
     }
+    let len = name.len();
     match v {
         Val::List { .. } => {
             for (i, x) in store.list(v).iter().enumerate() {
@@ -469,8 +465,10 @@ fn op_item_parse(
                 } else {
                     // A number is never the field "parameters_grad".
                     let mut digits = [0u8; 20];
-                    let sub = concat(&[name, ".", decimal(i, &mut digits)]);
-                    op_item_parse(store, Some(*x), &sub, false, state, depth + 1, out, file)?;
+                    name.push('.');
+                    name.push_str(decimal(i, &mut digits));
+                    op_item_parse(store, Some(*x), name, false, state, depth + 1, out, file)?;
+                    name.truncate(len);
                 }
             }
         }
@@ -509,9 +507,11 @@ fn op_item_parse(
             }
             for (kk, x) in store.obj(v) {
                 let key = store.key(*kk);
-                let sub = concat(&[name, ".", key]);
                 let grad = grad || in_grad(key);
-                op_item_parse(store, Some(*x), &sub, grad, state, depth + 1, out, file)?;
+                name.push('.');
+                name.push_str(key);
+                op_item_parse(store, Some(*x), name, grad, state, depth + 1, out, file)?;
+                name.truncate(len);
             }
         }
         _ => {}
@@ -755,8 +755,66 @@ fn format_decimal_string(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// `f"{x:.6f}"` with Python's correct rounding (half to even on the exact binary value).
 pub fn format_fixed6(x: f64) -> String {
-    // Rust's `{:.6}` formats the exact value and rounds half to even, like Python.
-    format!("{x:.6}")
+    let mut out = String::with_capacity(24);
+    fixed6_into(x, &mut out);
+    out
+}
+
+/// [`format_fixed6`] appended to `out`. x = m * 2^e exactly, so x * 10^6 is m * 10^6 (below
+/// 2^73) shifted by e: rounded half to even in integers, exactly, for |x| < 10^17. Beyond that
+/// (and for NaN and the infinities) Rust's `{:.6}`, which also formats the exact value and
+/// rounds half to even, like Python, but through the slower general formatting machinery.
+fn fixed6_into(x: f64, out: &mut String) {
+    if !x.is_finite() || x.abs() >= 1e17 {
+        use std::fmt::Write;
+        let _ = write!(out, "{x:.6}");
+        return;
+    }
+    let bits = x.to_bits();
+    let exp_bits = ((bits >> 52) & 0x7ff) as i32;
+    let frac = bits & ((1u64 << 52) - 1);
+    let (m, e) = if exp_bits == 0 {
+        (frac, -1074)
+    } else {
+        (frac | (1u64 << 52), exp_bits - 1075)
+    };
+    let n = u128::from(m) * 1_000_000;
+    let q: u128 = if e >= 0 {
+        // |x| < 10^17 < 2^57 with m >= 2^52: e <= 4.
+        n << e
+    } else {
+        let s = e.unsigned_abs();
+        if s >= 128 {
+            // n < 2^73 is below half of 2^s: rounds to 0.
+            0
+        } else {
+            let q = n >> s;
+            let r = n - (q << s);
+            let half = 1u128 << (s - 1);
+            if r > half || (r == half && q & 1 == 1) {
+                q + 1
+            } else {
+                q
+            }
+        }
+    };
+    if bits >> 63 != 0 {
+        // As `{:.6}`: the sign even when the value rounds to zero (and of -0.0).
+        out.push('-');
+    }
+    let int = (q / 1_000_000) as u64;
+    let frac6 = (q % 1_000_000) as u32;
+    out.push_str(itoa::Buffer::new().format(int));
+    out.push('.');
+    let mut digits = [b'0'; 6];
+    let mut f = frac6;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (f % 10) as u8;
+        f /= 10;
+    }
+    for d in digits {
+        out.push(char::from(d));
+    }
 }
 
 /// Appends `json.dumps` of a str field's text as `_format_data` rewrites it: quotes dropped
@@ -852,19 +910,145 @@ fn write_field(store: &Store, key: KeyId, v: &Py, scratch: &mut String, out: &mu
     }
 }
 
+/// A field's value as `_format_data` sees it: the item's own, or a compare column laid over
+/// the item (what `apply_results` would have set in it).
+#[derive(Clone, Copy)]
+enum FieldRef<'a> {
+    Own(&'a Py),
+    Col(&'a Cell),
+}
+
+impl FieldRef<'_> {
+    /// The text if this is a Python str (a relative error is one: `f"{x}%"`).
+    fn as_str<'a>(&'a self, store: &'a Store) -> Option<&'a str> {
+        match self {
+            FieldRef::Own(p) => p.as_str(store),
+            FieldRef::Col(Cell::S(s)) => Some(s),
+            FieldRef::Col(Cell::Lit(s)) => Some(s),
+            FieldRef::Col(Cell::V(v)) => store.as_str(**v),
+            FieldRef::Col(_) => None,
+        }
+    }
+}
+
+/// A set of key ids: those below 64 as bits, and whether one at or above 64 is in it (the
+/// fixed keys [`k`] are below 64, so a test is one AND and the lists are searched only for
+/// keys that may be in them).
+#[derive(Clone, Copy, Default)]
+struct KeySet {
+    bits: u64,
+    big: bool,
+}
+
+impl KeySet {
+    /// The set of `keys`, and whether a key may be repeated in them.
+    fn of(keys: impl Iterator<Item = KeyId>) -> (KeySet, bool) {
+        let (mut set, mut repeated) = (KeySet::default(), false);
+        for key in keys {
+            if key.0 < 64 {
+                let b = 1u64 << key.0;
+                repeated |= set.bits & b != 0;
+                set.bits |= b;
+            } else {
+                repeated |= set.big;
+                set.big = true;
+            }
+        }
+        (set, repeated)
+    }
+    fn may_have(&self, key: KeyId) -> bool {
+        if key.0 < 64 {
+            self.bits >> key.0 & 1 != 0
+        } else {
+            self.big
+        }
+    }
+}
+
+/// An item with compare columns laid over it, in the order `apply_results` leaves them: the
+/// item's fields (a column of the same key replacing the value in place), then the other
+/// columns in their order. A key repeated among the columns takes its last value, as
+/// successive `set`s would.
+#[derive(Clone, Copy)]
+struct Overlay<'a> {
+    fields: &'a [(KeyId, Py)],
+    keys: &'a [KeyId],
+    cells: &'a [Cell],
+    field_set: KeySet,
+    col_set: KeySet,
+    /// A key may be repeated among the columns.
+    col_repeats: bool,
+}
+
+impl<'a> Overlay<'a> {
+    /// `keys` and `cells` are paired in order (of equal length).
+    fn new(fields: &'a [(KeyId, Py)], keys: &'a [KeyId], cells: &'a [Cell]) -> Overlay<'a> {
+        let (field_set, _) = KeySet::of(fields.iter().map(|(key, _)| *key));
+        let (col_set, col_repeats) = KeySet::of(keys.iter().copied());
+        Overlay {
+            fields,
+            keys,
+            cells,
+            field_set,
+            col_set,
+            col_repeats,
+        }
+    }
+    fn col(&self, key: KeyId) -> Option<&'a Cell> {
+        if !self.col_set.may_have(key) {
+            return None;
+        }
+        let i = self.keys.iter().rposition(|c| *c == key)?;
+        self.cells.get(i)
+    }
+    fn get(&self, key: KeyId) -> Option<FieldRef<'a>> {
+        if let Some(c) = self.col(key) {
+            return Some(FieldRef::Col(c));
+        }
+        self.fields
+            .iter()
+            .find(|(kk, _)| *kk == key)
+            .map(|(_, v)| FieldRef::Own(v))
+    }
+    /// Every (key, value) in order.
+    fn iter(self) -> impl Iterator<Item = (KeyId, FieldRef<'a>)> {
+        let own = self
+            .fields
+            .iter()
+            .map(move |(key, v)| match self.col(*key) {
+                Some(c) => (*key, FieldRef::Col(c)),
+                None => (*key, FieldRef::Own(v)),
+            });
+        let added = self.keys.iter().enumerate().filter_map(move |(i, key)| {
+            if self.field_set.may_have(*key) && self.fields.iter().any(|(kk, _)| kk == key) {
+                return None;
+            }
+            if !self.col_repeats {
+                // Each key once: its own cell is its last value.
+                return self.cells.get(i).map(|c| (*key, FieldRef::Col(c)));
+            }
+            if self.keys[..i].contains(key) {
+                return None;
+            }
+            self.col(*key).map(|c| (*key, FieldRef::Col(c)))
+        });
+        own.chain(added)
+    }
+}
+
 /// What [`format_item`] needs of the node, worked out once per node rather than per item.
 #[derive(Clone, Copy)]
-struct ItemFormat {
+pub struct NodeFormat {
     mode: Mode,
     /// The node is a `batch_isend_irecv`: its items drop op/peer/tag/group_id.
     batch_p2p: bool,
 }
 
-impl ItemFormat {
-    fn new(node_id: &str, mode: Mode) -> ItemFormat {
-        ItemFormat {
+impl NodeFormat {
+    pub fn new(node_id: &str, mode: Mode) -> NodeFormat {
+        NodeFormat {
             mode,
-            batch_p2p: node_id.contains("batch_isend_irecv"),
+            batch_p2p: crate::has(node_id, "batch_isend_irecv"),
         }
     }
 }
@@ -876,6 +1060,8 @@ pub struct ItemWriter<'s> {
     /// `json.dumps(key) + ": "` by key id, made on first use (a few dozen keys serve a dump).
     keys: Vec<Option<Box<str>>>,
     scratch: String,
+    /// A relative error's text.
+    pct: String,
 }
 
 impl<'s> ItemWriter<'s> {
@@ -884,6 +1070,7 @@ impl<'s> ItemWriter<'s> {
             store,
             keys: Vec::new(),
             scratch: String::new(),
+            pct: String::new(),
         }
     }
 
@@ -903,13 +1090,42 @@ impl<'s> ItemWriter<'s> {
         out.push_str(quoted);
     }
 
-    /// Appends the formatted item (`_format_data`) as a JSON object to `out`.
-    fn item_into(&mut self, item: &Item, f: ItemFormat, out: &mut String) {
+    /// Appends one field's value (see [`write_field`]); whether it is the quoted text "null".
+    fn field_into(&mut self, key: KeyId, v: FieldRef, out: &mut String) -> bool {
+        match v {
+            FieldRef::Own(p) => write_field(self.store, key, p, &mut self.scratch, out),
+            // A str, as `Cell::to_py` makes it: one String less.
+            FieldRef::Col(Cell::S(s)) => write_str_field(s, out),
+            FieldRef::Col(Cell::Pct(f)) => {
+                self.pct.clear();
+                crate::pyfmt::pct_into(*f, &mut self.pct);
+                write_str_field(&self.pct, out)
+            }
+            // The other cells are copies of values: no allocation.
+            FieldRef::Col(c) => write_field(self.store, key, &c.to_py(), &mut self.scratch, out),
+        }
+    }
+
+    /// Appends the formatted item (`_format_data`) as a JSON object to `out`; `cols` are the
+    /// compare columns of the item, if any.
+    fn item_into(
+        &mut self,
+        item: &Item,
+        cols: Option<&ItemResult>,
+        f: NodeFormat,
+        out: &mut String,
+    ) {
         let store = self.store;
-        let is_pg = item
+        // Columns pair keys and cells as `ItemResult::iter` does (zipped).
+        let (keys, cells): (&[KeyId], &[Cell]) = cols.map_or((&[], &[]), |c| {
+            let n = c.keys.len().min(c.cells.len());
+            (&c.keys[..n], &c.cells[..n])
+        });
+        let o = Overlay::new(&item.fields, keys, cells);
+        let is_pg = o
             .get(k::TYPE)
-            .and_then(|t| t.as_str(store))
-            .is_some_and(|t| t == "torch.ProcessGroup");
+            .and_then(|t| t.as_str(store).map(|t| t == "torch.ProcessGroup"))
+            .unwrap_or(false);
         let keep = |key: KeyId| {
             !(key == k::STATE
                 || key == k::FULL_OP_NAME
@@ -920,16 +1136,16 @@ impl<'s> ItemWriter<'s> {
         let start = out.len();
         out.push('{');
         let mut first = true;
-        for (key, v) in &item.fields {
-            if !keep(*key) {
+        for (key, v) in o.iter() {
+            if !keep(key) {
                 continue;
             }
             if !first {
                 out.push_str(", ");
             }
             first = false;
-            self.key_into(*key, out);
-            if write_field(store, *key, v, &mut self.scratch, out) && *key == k::MAX {
+            self.key_into(key, out);
+            if self.field_into(key, v, out) && key == k::MAX {
                 // A `Max` whose text is "null" makes the whole item `{"value": "null"}`: drop
                 // what was written of it.
                 out.truncate(start);
@@ -943,7 +1159,19 @@ impl<'s> ItemWriter<'s> {
     /// `json.dumps(format_node_data(data))` for one input_data/output_data dict, appended to
     /// `out`.
     pub fn map_into(&mut self, map: &ItemMap, node_id: &str, mode: Mode, out: &mut String) {
-        let f = ItemFormat::new(node_id, mode);
+        self.map_with_results_into(map, None, NodeFormat::new(node_id, mode), out);
+    }
+
+    /// [`ItemWriter::map_into`] of the map `compare::apply_results` would make of `map` and
+    /// the node's `results`, without making it: the columns are written from the results
+    /// (no item copied, no relative error turned into a String first).
+    pub fn map_with_results_into(
+        &mut self,
+        map: &ItemMap,
+        results: Option<&[(String, ItemResult)]>,
+        f: NodeFormat,
+        out: &mut String,
+    ) {
         out.push('{');
         for (i, (key, item)) in map.iter().enumerate() {
             if i > 0 {
@@ -951,7 +1179,8 @@ impl<'s> ItemWriter<'s> {
             }
             json_str(key, out);
             out.push_str(": ");
-            self.item_into(item, f, out);
+            let cols = results.and_then(|r| r.iter().find(|(kk, _)| kk == key).map(|(_, c)| c));
+            self.item_into(item, cols, f, out);
         }
         out.push('}');
     }
@@ -959,7 +1188,7 @@ impl<'s> ItemWriter<'s> {
 
 /// Appends the formatted item (`_format_data`) as a JSON object to `out`.
 pub fn format_item(store: &Store, item: &Item, node_id: &str, mode: Mode, out: &mut String) {
-    ItemWriter::new(store).item_into(item, ItemFormat::new(node_id, mode), out);
+    ItemWriter::new(store).item_into(item, None, NodeFormat::new(node_id, mode), out);
 }
 
 /// `json.dumps(format_node_data(data))` for one input_data/output_data dict.
@@ -1005,8 +1234,6 @@ mod tests {
         for i in [0usize, 1, 9, 10, 99, 100, 12345, usize::MAX] {
             assert_eq!(decimal(i, &mut buf), i.to_string());
         }
-        assert_eq!(concat(&["a.b", ".", "3"]), "a.b.3");
-        assert_eq!(concat(&[]), "");
     }
 
     #[test]
@@ -1168,6 +1395,11 @@ mod tests {
         intern_known_keys(&mut store);
         let odd_key = store.intern_key("k\u{e9}\"y");
         let plain_key = store.intern_key("extra");
+        // Ids at and above 64 (outside `KeySet`'s bits).
+        let far: Vec<KeyId> = (0..30)
+            .map(|i| store.intern_key(&format!("far{i}")))
+            .collect();
+        assert!(far.iter().any(|f| f.0 >= 64));
         let text = br#"[null, true, false, 0, -1, 123456789, 12345678901234567890123, 1.5, 0.1,
             -0.0, NaN, Infinity, -Infinity, 1e-07, 3.0000001234, 2.5e+20, "torch.float32",
             "0.123456789", "12.3456789%", "None", "'None'", "it's 0.12345678", "null", "", "1.5",
@@ -1214,6 +1446,7 @@ mod tests {
         ];
         let mut keys: Vec<KeyId> = (0..KNOWN_KEYS.len() as u32).map(KeyId).collect();
         keys.extend([odd_key, plain_key, k::MAX, k::MAX, k::ERROR_KEY, k::TYPE]);
+        keys.extend(&far[18..]);
         let modes = [
             Mode::Build,
             Mode::Summary,
@@ -1256,7 +1489,45 @@ mod tests {
                 "{item:?}"
             );
             checked += usize::from(got.ends_with("{\"value\": \"null\"}"));
+            // Compare columns laid over the items while writing = written after
+            // `apply_results` (keys of the item's own and new ones, repeated, short of cells).
+            let ncols = next(12);
+            let col_keys: Vec<KeyId> = (0..ncols).map(|_| keys[next(keys.len())]).collect();
+            let mut cells: Vec<Cell> = (0..ncols.saturating_sub(next(2)))
+                .map(|_| {
+                    Cell::from_py(match next(6) {
+                        0 => Py::from_val(vals[next(vals.len())]),
+                        1 => Py::S(format!("{}%", crate::pyfmt::float_repr(floats[next(10)]))),
+                        2 => Py::S(texts[next(texts.len())].to_string()),
+                        3 => Py::Lit(["N/A", "pass", "[]", "Nan", "odd"][next(5)]),
+                        4 => Py::Pct(floats[next(floats.len())]),
+                        _ => Py::F(floats[next(floats.len())]),
+                    })
+                })
+                .collect();
+            if next(3) == 0 {
+                cells.push(Cell::None);
+            }
+            let cols = crate::compare::ItemResult {
+                keys: Box::leak(col_keys.into_boxed_slice()),
+                cells: cells.into_boxed_slice(),
+            };
             let map: ItemMap = vec![("a.input.0".into(), item.clone()), ("b\"".into(), item)];
+            let results = vec![("b\"".to_string(), cols.clone()), ("b\"".to_string(), cols)];
+            let mut applied = map.clone();
+            crate::compare::apply_results(&mut [&mut applied], Some(&results));
+            let mut laid = String::new();
+            writer.map_with_results_into(
+                &map,
+                Some(&results),
+                NodeFormat::new(node, mode),
+                &mut laid,
+            );
+            assert_eq!(
+                laid,
+                format_map(&store, &applied, node, mode),
+                "{map:?} {results:?}"
+            );
             // One writer for all rounds, as the export keeps one for a graph (its quoted keys).
             let mut whole = String::new();
             writer.map_into(&map, node, mode, &mut whole);
@@ -1268,5 +1539,95 @@ mod tests {
             checked > 100,
             "the cases include items made all-null ({checked})"
         );
+    }
+
+    /// Item names as `op_item_parse` joins them (`name.field`, `name.index`, none for the
+    /// elements of a parameter gradient list), built in one buffer across siblings and depths.
+    #[test]
+    fn read_op_names_items() {
+        let text = br#"{"input_args": [{"type": "torch.Tensor", "Max": 1.0},
+            [{"type": "torch.Tensor"}, {"type": "int", "value": 3}],
+            {"a": {"type": "torch.Tensor"}, "b": [{"type": "float", "value": 1.5}]}],
+          "input_kwargs": {"k": {"type": "torch.Tensor"}, "n": null},
+          "output": [{"type": "torch.Tensor"}],
+          "parameters": {"weight": {"type": "torch.Tensor"}, "parameters_grad": [{"type": "torch.Tensor"}, {"type": "torch.Tensor"}]}}"#;
+        let mut store = Store::default();
+        intern_known_keys(&mut store);
+        let entry = crate::json::Reader::new(text).value(&mut store, 0).unwrap();
+        let names = |op: &str| -> Vec<String> {
+            read_op(&store, Some(entry), op, "dump.json")
+                .unwrap()
+                .into_iter()
+                .map(|it| it.full_op_name)
+                .collect()
+        };
+        let op = "Torch.add.0.forward";
+        assert_eq!(
+            names(op),
+            [
+                "Torch.add.0.forward.input.0",
+                "Torch.add.0.forward.input.1.0",
+                "Torch.add.0.forward.input.1.1",
+                "Torch.add.0.forward.input.2.a",
+                "Torch.add.0.forward.input.2.b.0",
+                "Torch.add.0.forward.input.k",
+                "Torch.add.0.forward.input.n",
+                "Torch.add.0.forward.output.0",
+                "Torch.add.0.forward.parameters.weight",
+                "Torch.add.0.forward.parameters.parameters_grad",
+                "Torch.add.0.forward.parameters.parameters_grad",
+            ]
+        );
+        // A debug entry is flattened as a whole under its own name.
+        assert_eq!(names("Tensor.x.debug")[0], "Tensor.x.debug.input_args.0");
+        assert_eq!(names("Tensor.x.debug")[5], "Tensor.x.debug.input_kwargs.k");
+    }
+
+    /// The exact integer `{:.6}` against Rust's formatting over random bit patterns, exact binary
+    /// fractions (where the 7th decimal can be an exact tie), subnormals, both signs, and the
+    /// values beyond its range.
+    #[test]
+    fn fixed6_is_rusts() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut xs = vec![
+            0.0,
+            0.0078125,
+            2.5e-7,
+            5e-7,
+            4.999999999999999e-7,
+            1e17,
+            9.999999999999998e16,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            5e-324,
+            f64::NAN,
+            f64::INFINITY,
+            0.1 + 0.2,
+            123456.7890125,
+        ];
+        for i in 0..200_000 {
+            // Random bits are mostly huge or tiny (slow to format the reference way): fewer.
+            if i % 4 == 0 {
+                xs.push(f64::from_bits(next()));
+            }
+            let m = (next() % (1 << 30)) as f64;
+            xs.push(m * 2f64.powi(-((next() % 40) as i32)));
+            let scale = 10f64.powi((next() % 40) as i32 - 20);
+            xs.push((next() % 1_000_000_000) as f64 * scale);
+        }
+        let mut got = String::new();
+        for x in xs {
+            for x in [x, -x] {
+                got.clear();
+                fixed6_into(x, &mut got);
+                assert_eq!(got, format!("{x:.6}"), "{x:e}");
+            }
+        }
     }
 }
