@@ -1,9 +1,12 @@
 //! The CPU time of the `.vis.db` row formatting alone (by hand; not part of the tests):
-//! `cargo run --release --example exportbench -- NPU_RANK_DIR BENCH_RANK_DIR MAPPING.yaml [N]`.
+//! `cargo run --release --example exportbench -- NPU_RANK_DIR BENCH_RANK_DIR MAPPING.yaml [N]
+//! [--no-digest]`.
 //!
 //! Runs the pair once, then formats the NPU and the Bench graph N times each (default 5) on this
 //! one thread into a sink that drops the rows, and prints each side's fastest and median time,
-//! then formats each once more into a sink that hashes them: the digest of every cell which must not change when only the speed of the export does.
+//! then formats each once more into a sink that hashes them: the digest of every cell, which
+//! must not change when only the speed of the export does (`--no-digest` skips it, e.g. to
+//! count instructions under callgrind).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 use probelens::dump::{FileNames, RankDump};
 use probelens::export::{export_graph, GraphExport, NodeRow, Sink, StackRow};
@@ -135,6 +138,14 @@ fn main() {
             let t = std::time::Instant::now();
             export_graph(x, &mut DropSink);
             times.push(t.elapsed().as_secs_f64());
+        }
+        if a.iter().any(|s| s == "--no-digest") {
+            println!(
+                "{}: min {:.3} s over {n}",
+                x.data_source,
+                times.iter().copied().fold(f64::INFINITY, f64::min)
+            );
+            continue;
         }
         let mut sink = HashSink {
             h: Fnv(0xcbf2_9ce4_8422_2325),
