@@ -8,7 +8,7 @@
 use crate::compare::{Cell, ItemResult};
 use crate::error::{Error, Result};
 use crate::json::{KeyId, Store, Val};
-use crate::pyfmt::{json_str, py_repr, py_str};
+use crate::pyfmt::{json_str, py_repr, py_str, ReprCache};
 
 /// Keys with fixed ids: [`intern_known_keys`] interns them first, in this order.
 pub mod k {
@@ -817,13 +817,35 @@ fn fixed6_into(x: f64, out: &mut String) {
     }
 }
 
+/// The bytes a field's text is copied with as they are: printable ASCII except `"` and `\`
+/// (escaped by JSON) and `'` and `N` (`_format_data` drops quotes and rewrites "None").
+const PLAIN_FIELD: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = b' ';
+    while c <= b'~' {
+        t[c as usize] = !matches!(c, b'"' | b'\\' | b'\'' | b'N');
+        c += 1;
+    }
+    t
+};
+
 /// Appends `json.dumps` of a str field's text as `_format_data` rewrites it: quotes dropped
 /// and `None` as `null` when it has either, then [`format_decimal_string`]. Returns whether
 /// the text written is "null".
 fn write_str_field(text: &str, out: &mut String) -> bool {
+    let b = text.as_bytes();
+    // Nearly every text ("torch.float32", "True", "-1", "pass") has nothing to rewrite (no
+    // quote, no "None", and no decimal to round: that needs a digit first) and nothing to
+    // escape: one table look-up a byte, then a plain quoted copy.
+    if !b.first().is_some_and(u8::is_ascii_digit) && b.iter().all(|&c| PLAIN_FIELD[c as usize]) {
+        out.reserve(b.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+        return text == "null";
+    }
     // One pass for the three tests (`'`, "None", '.'): `str::contains` with a str pattern sets
     // up a two-way searcher per call, which costs more than these short texts.
-    let b = text.as_bytes();
     let (mut quote_or_none, mut dot) = (false, false);
     for (i, &c) in b.iter().enumerate() {
         match c {
@@ -864,13 +886,20 @@ fn write_quoted_int(i: i64, out: &mut String) {
 ///
 /// Numbers, bools and None are written straight into `out`: their texts need no JSON escape,
 /// so they skip the copy through `scratch` and the escape scan of the general path.
-fn write_field(store: &Store, key: KeyId, v: &Py, scratch: &mut String, out: &mut String) -> bool {
+fn write_field(
+    store: &Store,
+    key: KeyId,
+    v: &Py,
+    reprs: &mut ReprCache,
+    scratch: &mut String,
+    out: &mut String,
+) -> bool {
     // `error_key` keeps its value's raw JSON: the general path below.
     if key != k::ERROR_KEY {
         match v {
             Py::V(Val::Float(f)) | Py::F(f) => {
                 out.push('"');
-                crate::pyfmt::float_repr_into(*f, out);
+                reprs.float_repr_into(*f, out);
                 out.push('"');
                 return false;
             }
@@ -983,7 +1012,12 @@ struct Overlay<'a> {
 impl<'a> Overlay<'a> {
     /// `keys` and `cells` are paired in order (of equal length).
     fn new(fields: &'a [(KeyId, Py)], keys: &'a [KeyId], cells: &'a [Cell]) -> Overlay<'a> {
-        let (field_set, _) = KeySet::of(fields.iter().map(|(key, _)| *key));
+        // The fields' set serves only to lay columns over them.
+        let field_set = if keys.is_empty() {
+            KeySet::default()
+        } else {
+            KeySet::of(fields.iter().map(|(key, _)| *key)).0
+        };
         let (col_set, col_repeats) = KeySet::of(keys.iter().copied());
         Overlay {
             fields,
@@ -1062,6 +1096,8 @@ pub struct ItemWriter<'s> {
     scratch: String,
     /// A relative error's text.
     pct: String,
+    /// The texts of the floats written last.
+    reprs: ReprCache,
 }
 
 impl<'s> ItemWriter<'s> {
@@ -1071,6 +1107,7 @@ impl<'s> ItemWriter<'s> {
             keys: Vec::new(),
             scratch: String::new(),
             pct: String::new(),
+            reprs: ReprCache::default(),
         }
     }
 
@@ -1093,16 +1130,27 @@ impl<'s> ItemWriter<'s> {
     /// Appends one field's value (see [`write_field`]); whether it is the quoted text "null".
     fn field_into(&mut self, key: KeyId, v: FieldRef, out: &mut String) -> bool {
         match v {
-            FieldRef::Own(p) => write_field(self.store, key, p, &mut self.scratch, out),
+            FieldRef::Own(p) => {
+                write_field(self.store, key, p, &mut self.reprs, &mut self.scratch, out)
+            }
             // A str, as `Cell::to_py` makes it: one String less.
             FieldRef::Col(Cell::S(s)) => write_str_field(s, out),
             FieldRef::Col(Cell::Pct(f)) => {
                 self.pct.clear();
-                crate::pyfmt::pct_into(*f, &mut self.pct);
+                // `f"{x}%"`.
+                self.reprs.float_repr_into(*f, &mut self.pct);
+                self.pct.push('%');
                 write_str_field(&self.pct, out)
             }
             // The other cells are copies of values: no allocation.
-            FieldRef::Col(c) => write_field(self.store, key, &c.to_py(), &mut self.scratch, out),
+            FieldRef::Col(c) => write_field(
+                self.store,
+                key,
+                &c.to_py(),
+                &mut self.reprs,
+                &mut self.scratch,
+                out,
+            ),
         }
     }
 

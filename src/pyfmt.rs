@@ -12,6 +12,53 @@ pub fn float_repr(x: f64) -> String {
     out
 }
 
+/// [`float_repr_into`] with the texts of recently written floats kept by their bits: the
+/// statistics of a dump repeat (a tensor is the output of one call and the input of the next,
+/// and the rows are written in call order), and a copy costs a small part of a repr. A
+/// direct-mapped table: a float evicts the one in its slot.
+pub struct ReprCache {
+    /// (bits, text length; 0 = empty, text).
+    slots: Vec<(u64, u8, [u8; 31])>,
+}
+
+impl Default for ReprCache {
+    fn default() -> Self {
+        ReprCache::with_slots(2048)
+    }
+}
+
+impl ReprCache {
+    /// A table of `n` slots (a power of two; at least one).
+    pub fn with_slots(n: usize) -> ReprCache {
+        ReprCache {
+            slots: vec![(0, 0, [0; 31]); n.max(1).next_power_of_two()],
+        }
+    }
+
+    /// Appends `repr(x)` to `out`.
+    pub fn float_repr_into(&mut self, x: f64, out: &mut String) {
+        let bits = x.to_bits();
+        let i = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & (self.slots.len() - 1);
+        let Some(slot) = self.slots.get_mut(i) else {
+            return float_repr_into(x, out);
+        };
+        if slot.1 != 0 && slot.0 == bits {
+            // Only whole texts of ASCII are stored.
+            if let Ok(t) = std::str::from_utf8(&slot.2[..usize::from(slot.1)]) {
+                out.push_str(t);
+                return;
+            }
+        }
+        let start = out.len();
+        float_repr_into(x, out);
+        let text = &out.as_bytes()[start..];
+        if let Some(dst) = slot.2.get_mut(..text.len()) {
+            dst.copy_from_slice(text);
+            *slot = (bits, text.len() as u8, slot.2);
+        }
+    }
+}
+
 /// `f"{x}%"`: a relative error as compare writes it.
 pub fn pct_into(x: f64, out: &mut String) {
     float_repr_into(x, out);
@@ -713,6 +760,37 @@ mod tests {
                     python_layout_reference(neg, digits, decpt, &mut b);
                     assert_eq!(a, b, "{digits} {decpt}");
                 }
+            }
+        }
+    }
+
+    /// The cached repr is the repr, with few slots (collisions, evictions) and many, over
+    /// repeated values of every kind.
+    #[test]
+    fn repr_cache_is_repr() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut pool: Vec<f64> = vec![0.0, -0.0, f64::NAN, f64::INFINITY, -f64::INFINITY, 5e-324];
+        pool.push(-1.2345678901234567e-308);
+        for _ in 0..2000 {
+            pool.push(f64::from_bits(next()));
+            pool.push((next() % 100_000) as f64 / 7.0);
+        }
+        for slots in [1, 2, 64, 4096] {
+            let mut cache = ReprCache::with_slots(slots);
+            let (mut a, mut b) = (String::from("x"), String::from("x"));
+            for _ in 0..50_000 {
+                let x = pool[(next() % pool.len() as u64) as usize];
+                a.truncate(1);
+                b.truncate(1);
+                cache.float_repr_into(x, &mut a);
+                float_repr_into(x, &mut b);
+                assert_eq!(a, b, "{x:e}");
             }
         }
     }
