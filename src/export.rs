@@ -181,43 +181,72 @@ pub fn precision_text(p: f64) -> String {
 
 /// The JSON list of the partner's path (`matched_node_link`).
 pub fn link_json(other: Option<&Graph>, partner: Option<NodeId>) -> String {
-    link_json_with(other, partner, &mut Vec::new())
+    LinkWriter::default().link(other, partner)
 }
 
-/// [`link_json`] with the path's ids gathered in `chain` (reused across rows: the export makes
-/// a link for every matched node, and `Graph::path` builds two vectors for each).
-fn link_json_with(
-    other: Option<&Graph>,
-    partner: Option<NodeId>,
-    chain: &mut Vec<NodeId>,
-) -> String {
-    let (Some(o), Some(p)) = (other, partner) else {
-        return "[]".into();
-    };
-    // The node, then its ancestors up to the root; on a cycle the node alone, as
-    // `Graph::path` has it (its `ancestors` are empty then).
-    chain.clear();
-    chain.push(p);
-    let mut cur = o.node(p).parent;
-    while let Some(c) = cur {
-        if chain.len() > o.nodes.len() {
-            chain.truncate(1);
-            break;
+/// Writes `matched_node_link`s into one other graph (the same one at every call), keeping the
+/// JSON of the last partner's parent path: the export goes through the nodes in order, so one
+/// partner's siblings come one after another and share all of their link but the last name.
+#[derive(Default)]
+struct LinkWriter {
+    /// The parent whose path `prefix` is (`Some(None)`: no parent).
+    parent: Option<Option<NodeId>>,
+    /// `[` and the JSON strings of the parent's path, comma-separated; no closing bracket.
+    prefix: String,
+    /// The parent's chain up to the root repeats a node (then so does its children's:
+    /// `Graph::path` is the node alone, its `ancestors` being empty on a cycle).
+    cyclic: bool,
+    chain: Vec<NodeId>,
+}
+
+impl LinkWriter {
+    /// `json.dumps` of the partner's path, or `[]`.
+    fn link(&mut self, other: Option<&Graph>, partner: Option<NodeId>) -> String {
+        let (Some(o), Some(p)) = (other, partner) else {
+            return "[]".into();
+        };
+        let parent = o.node(p).parent;
+        if self.parent != Some(parent) {
+            self.set_parent(o, parent);
         }
-        chain.push(c);
-        cur = o.node(c).parent;
-    }
-    let names = || chain.iter().rev().map(|id| o.node(*id).name.as_str());
-    let mut out = String::with_capacity(2 + names().map(|s| s.len() + 4).sum::<usize>());
-    out.push('[');
-    for (i, name) in names().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
+        let name = o.node(p).name.as_str();
+        let mut out = String::with_capacity(self.prefix.len() + name.len() + 5);
+        if self.cyclic {
+            out.push('[');
+        } else {
+            out.push_str(&self.prefix);
+            if parent.is_some() {
+                out.push_str(", ");
+            }
         }
         json_str(name, &mut out);
+        out.push(']');
+        out
     }
-    out.push(']');
-    out
+
+    fn set_parent(&mut self, o: &Graph, parent: Option<NodeId>) {
+        self.parent = Some(parent);
+        self.prefix.clear();
+        self.prefix.push('[');
+        // The parent, then its ancestors up to the root; longer than the node count is a cycle.
+        self.chain.clear();
+        let mut cur = parent;
+        while let Some(c) = cur {
+            if self.chain.len() >= o.nodes.len() {
+                self.cyclic = true;
+                return;
+            }
+            self.chain.push(c);
+            cur = o.node(c).parent;
+        }
+        self.cyclic = false;
+        for (i, id) in self.chain.iter().rev().enumerate() {
+            if i > 0 {
+                self.prefix.push_str(", ");
+            }
+            json_str(&o.node(*id).name, &mut self.prefix);
+        }
+    }
 }
 
 /// Writes every node reachable from the root, in post-order (`node_to_db`), then its stacks.
@@ -234,7 +263,7 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
     let mut id_of_key: crate::HashMap<(u8, u32, u32), String> = crate::HashMap::default();
     let mut buf = String::new();
     let mut items = ItemWriter::new(&x.dump.store);
-    let mut chain: Vec<NodeId> = Vec::new();
+    let mut links = LinkWriter::default();
     for (order, id) in g.post_order().into_iter().enumerate() {
         let n = g.node(id);
         let key = stack_key(n.stack);
@@ -276,12 +305,18 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
         let sub_nodes = if n.children.is_empty() {
             String::new()
         } else {
-            let names: Vec<&str> = n
-                .children
-                .iter()
-                .map(|c| g.node(*c).name.as_str())
-                .collect();
-            json_str_list(&names)
+            // `json.dumps` of the children's names, written at its size.
+            let names = || n.children.iter().map(|c| g.node(*c).name.as_str());
+            let mut t = String::with_capacity(2 + names().map(|s| s.len() + 4).sum::<usize>());
+            t.push('[');
+            for (i, name) in names().enumerate() {
+                if i > 0 {
+                    t.push_str(", ");
+                }
+                json_str(name, &mut t);
+            }
+            t.push(']');
+            t
         };
         let is_distributed = n.name.starts_with("Distributed");
         if is_distributed {
@@ -297,13 +332,13 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
             graph_id: graph_id.clone(),
             node_order: order as i64,
             node_name: n.name.clone(),
-            node_type: n.op.value().to_string(),
+            node_type: itoa::Buffer::new().format(n.op.value()).to_owned(),
             up_node: n.parent.map(|p| g.node(p).name.clone()).unwrap_or_default(),
             sub_nodes,
             precision_index: n.precision.map(|p| p.0),
             overflow_level: n.overflow.map(|o| o.as_str()),
             micro_step_id: n.micro_step.unwrap_or(0),
-            matched_node_link: link_json_with(x.other, n.partner, &mut chain),
+            matched_node_link: links.link(x.other, n.partner),
             stack_id,
             parallel_merge_info: g
                 .merge_info
@@ -721,15 +756,20 @@ mod tests {
             RankDump::parse(crate::dump::FileNames::in_dir(""), dump, construct, b"{}").unwrap();
         let mut g = Graph::build(&d).unwrap();
         let check = |g: &Graph| {
-            let mut chain = vec![7, 7, 7];
-            for id in 0..g.nodes.len() as NodeId {
-                assert_eq!(
-                    link_json_with(Some(g), Some(id), &mut chain),
-                    json_str_list(&g.path(id))
-                );
+            // One writer through ids in order, backwards and shuffled (its kept parent path
+            // reused and replaced), against `Graph::path` of each.
+            let n = g.nodes.len() as NodeId;
+            let order: Vec<NodeId> = (0..n)
+                .chain((0..n).rev())
+                .chain((0..n * 7).map(|i| (i * 5 + 3) % n))
+                .collect();
+            let mut links = LinkWriter::default();
+            for id in order {
+                assert_eq!(links.link(Some(g), Some(id)), json_str_list(&g.path(id)));
+                assert_eq!(link_json(Some(g), Some(id)), json_str_list(&g.path(id)));
             }
-            assert_eq!(link_json_with(None, Some(0), &mut chain), "[]");
-            assert_eq!(link_json_with(Some(g), None, &mut chain), "[]");
+            assert_eq!(links.link(None, Some(0)), "[]");
+            assert_eq!(links.link(Some(g), None), "[]");
         };
         check(&g);
         assert!(g.nodes.len() >= 6, "{}", g.nodes.len());
