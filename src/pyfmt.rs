@@ -17,8 +17,11 @@ pub fn float_repr(x: f64) -> String {
 /// and the rows are written in call order), and a copy costs a small part of a repr. A
 /// direct-mapped table: a float evicts the one in its slot.
 pub struct ReprCache {
-    /// (bits, text length; 0 = empty, text).
-    slots: Vec<(u64, u8, [u8; 31])>,
+    /// (bits, text length; 0 = empty) by slot.
+    slots: Vec<(u64, u8)>,
+    /// The slots' texts, [`ReprCache::WIDTH`] bytes each (ASCII, space-padded): kept as a str
+    /// so that a hit is a slice, not a UTF-8 check.
+    texts: String,
 }
 
 impl Default for ReprCache {
@@ -28,10 +31,15 @@ impl Default for ReprCache {
 }
 
 impl ReprCache {
+    /// Room for a slot's text (a repr has at most 24 bytes: "-1.2345678901234567e-308").
+    const WIDTH: usize = 32;
+
     /// A table of `n` slots (a power of two; at least one).
     pub fn with_slots(n: usize) -> ReprCache {
+        let n = n.max(1).next_power_of_two();
         ReprCache {
-            slots: vec![(0, 0, [0; 31]); n.max(1).next_power_of_two()],
+            slots: vec![(0, 0); n],
+            texts: " ".repeat(n * Self::WIDTH),
         }
     }
 
@@ -39,12 +47,12 @@ impl ReprCache {
     pub fn float_repr_into(&mut self, x: f64, out: &mut String) {
         let bits = x.to_bits();
         let i = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & (self.slots.len() - 1);
+        let at = i * Self::WIDTH;
         let Some(slot) = self.slots.get_mut(i) else {
             return float_repr_into(x, out);
         };
         if slot.1 != 0 && slot.0 == bits {
-            // Only whole texts of ASCII are stored.
-            if let Ok(t) = std::str::from_utf8(&slot.2[..usize::from(slot.1)]) {
+            if let Some(t) = self.texts.get(at..at + usize::from(slot.1)) {
                 out.push_str(t);
                 return;
             }
@@ -52,9 +60,17 @@ impl ReprCache {
         let start = out.len();
         float_repr_into(x, out);
         let text = &out.as_bytes()[start..];
-        if let Some(dst) = slot.2.get_mut(..text.len()) {
-            dst.copy_from_slice(text);
-            *slot = (bits, text.len() as u8, slot.2);
+        if text.len() <= Self::WIDTH {
+            let mut padded = [b' '; Self::WIDTH];
+            padded[..text.len()].copy_from_slice(text);
+            if let (Ok(p), true) = (
+                std::str::from_utf8(&padded),
+                self.texts.is_char_boundary(at + Self::WIDTH),
+            ) {
+                // Same length in and out: the other slots keep their places.
+                self.texts.replace_range(at..at + Self::WIDTH, p);
+                *slot = (bits, text.len() as u8);
+            }
         }
     }
 }
