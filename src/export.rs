@@ -4,10 +4,10 @@
 //! The core never touches the SQLite library: `visdb` turns these rows into the values that
 //! `sqlite_writer` packs into the file the CLI writes.
 
-use crate::compare::{apply_results, Comparison};
+use crate::compare::Comparison;
 use crate::dump::RankDump;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
-use crate::items::{format_map, Mode};
+use crate::items::{ItemWriter, Mode, NodeFormat};
 use crate::pyfmt::{json_dumps, json_str, json_str_list};
 use std::collections::HashMap;
 
@@ -182,9 +182,71 @@ pub fn precision_text(p: f64) -> String {
 
 /// The JSON list of the partner's path (`matched_node_link`).
 pub fn link_json(other: Option<&Graph>, partner: Option<NodeId>) -> String {
-    match (other, partner) {
-        (Some(o), Some(p)) => json_str_list(&o.path(p)),
-        _ => "[]".into(),
+    LinkWriter::default().link(other, partner)
+}
+
+/// Writes `matched_node_link`s into one other graph (the same one at every call), keeping the
+/// JSON of the last partner's parent path: the export goes through the nodes in order, so one
+/// partner's siblings come one after another and share all of their link but the last name.
+#[derive(Default)]
+struct LinkWriter {
+    /// The parent whose path `prefix` is (`Some(None)`: no parent).
+    parent: Option<Option<NodeId>>,
+    /// `[` and the JSON strings of the parent's path, comma-separated; no closing bracket.
+    prefix: String,
+    /// The parent's chain up to the root repeats a node (then so does its children's:
+    /// `Graph::path` is the node alone, its `ancestors` being empty on a cycle).
+    cyclic: bool,
+    chain: Vec<NodeId>,
+}
+
+impl LinkWriter {
+    /// `json.dumps` of the partner's path, or `[]`.
+    fn link(&mut self, other: Option<&Graph>, partner: Option<NodeId>) -> String {
+        let (Some(o), Some(p)) = (other, partner) else {
+            return "[]".into();
+        };
+        let parent = o.node(p).parent;
+        if self.parent != Some(parent) {
+            self.set_parent(o, parent);
+        }
+        let name = o.node(p).name.as_str();
+        let mut out = String::with_capacity(self.prefix.len() + name.len() + 5);
+        if self.cyclic {
+            out.push('[');
+        } else {
+            out.push_str(&self.prefix);
+            if parent.is_some() {
+                out.push_str(", ");
+            }
+        }
+        json_str(name, &mut out);
+        out.push(']');
+        out
+    }
+
+    fn set_parent(&mut self, o: &Graph, parent: Option<NodeId>) {
+        self.parent = Some(parent);
+        self.prefix.clear();
+        self.prefix.push('[');
+        // The parent, then its ancestors up to the root; longer than the node count is a cycle.
+        self.chain.clear();
+        let mut cur = parent;
+        while let Some(c) = cur {
+            if self.chain.len() >= o.nodes.len() {
+                self.cyclic = true;
+                return;
+            }
+            self.chain.push(c);
+            cur = o.node(c).parent;
+        }
+        self.cyclic = false;
+        for (i, id) in self.chain.iter().rev().enumerate() {
+            if i > 0 {
+                self.prefix.push_str(", ");
+            }
+            json_str(&o.node(*id).name, &mut self.prefix);
+        }
     }
 }
 
@@ -200,6 +262,9 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
     // Many nodes share one stack value (stack.json groups them): format and look up each value
     // once, then map the value straight to its id.
     let mut id_of_key: crate::HashMap<(u8, u32, u32), String> = crate::HashMap::default();
+    let mut buf = String::new();
+    let mut items = ItemWriter::new(&x.dump.store);
+    let mut links = LinkWriter::default();
     for (order, id) in g.post_order().into_iter().enumerate() {
         let n = g.node(id);
         let key = stack_key(n.stack);
@@ -222,21 +287,37 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
                 sid
             }
         };
-        let (mut input, mut output) = g.io(x.dump, id);
-        if let Some(c) = x.comparison {
-            apply_results(&mut [&mut input, &mut output], c.results.get(&id));
-        }
-        let input_data = format_map(&x.dump.store, &input, &n.name, x.mode);
-        let output_data = format_map(&x.dump.store, &output, &n.name, x.mode);
+        let (input, output) = g.io(x.dump, id);
+        // The compare columns are written over the items as they are formatted
+        // (`compare::apply_results` without its copies).
+        let results = x
+            .comparison
+            .and_then(|c| c.results.get(&id))
+            .map(Vec::as_slice);
+        // Formatted into one reused buffer, then copied out at their exact size (growing a
+        // fresh String per cell reallocates several times).
+        buf.clear();
+        let f = NodeFormat::new(&n.name, x.mode);
+        items.map_with_results_into(&input, results, f, &mut buf);
+        let input_data = buf.as_str().to_owned();
+        buf.clear();
+        items.map_with_results_into(&output, results, f, &mut buf);
+        let output_data = buf.as_str().to_owned();
         let sub_nodes = if n.children.is_empty() {
             String::new()
         } else {
-            let names: Vec<&str> = n
-                .children
-                .iter()
-                .map(|c| g.node(*c).name.as_str())
-                .collect();
-            json_str_list(&names)
+            // `json.dumps` of the children's names, written at its size.
+            let names = || n.children.iter().map(|c| g.node(*c).name.as_str());
+            let mut t = String::with_capacity(2 + names().map(|s| s.len() + 4).sum::<usize>());
+            t.push('[');
+            for (i, name) in names().enumerate() {
+                if i > 0 {
+                    t.push_str(", ");
+                }
+                json_str(name, &mut t);
+            }
+            t.push(']');
+            t
         };
         let is_distributed = n.name.starts_with("Distributed");
         if is_distributed {
@@ -248,17 +329,17 @@ pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
             });
         }
         sink.node(NodeRow {
-            id: format!("{graph_id}_{}", n.name),
+            id: [graph_id.as_str(), "_", n.name.as_str()].concat(),
             graph_id: graph_id.clone(),
             node_order: order as i64,
             node_name: n.name.clone(),
-            node_type: n.op.value().to_string(),
+            node_type: itoa::Buffer::new().format(n.op.value()).to_owned(),
             up_node: n.parent.map(|p| g.node(p).name.clone()).unwrap_or_default(),
             sub_nodes,
             precision_index: n.precision.map(|p| p.0),
             overflow_level: n.overflow.map(|o| o.as_str()),
             micro_step_id: n.micro_step.unwrap_or(0),
-            matched_node_link: link_json(x.other, n.partner),
+            matched_node_link: links.link(x.other, n.partner),
             stack_id,
             parallel_merge_info: g
                 .merge_info
@@ -658,4 +739,44 @@ pub fn python_json(v: &serde_json::Value) -> String {
     }
     rec(v, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The link written from reused ids is `json.dumps` of `Graph::path`, on every node of a
+    /// small graph and again with a cycle in it.
+    #[test]
+    fn link_is_the_path() {
+        let construct = br#"{"Module.a.A.forward.0": null, "Module.a.b.B.forward.0": "Module.a.A.forward.0",
+            "Torch.add.0.forward": "Module.a.b.B.forward.0", "Torch.mul.1.forward": "Module.a.b.B.forward.0",
+            "Module.q\"uote.C.forward.0": "Module.a.A.forward.0"}"#;
+        let dump = br#"{"task": "statistics", "level": "mix", "dump_data_dir": null, "data": {}}"#;
+        let d =
+            RankDump::parse(crate::dump::FileNames::in_dir(""), dump, construct, b"{}").unwrap();
+        let mut g = Graph::build(&d).unwrap();
+        let check = |g: &Graph| {
+            // One writer through ids in order, backwards and shuffled (its kept parent path
+            // reused and replaced), against `Graph::path` of each.
+            let n = g.nodes.len() as NodeId;
+            let order: Vec<NodeId> = (0..n)
+                .chain((0..n).rev())
+                .chain((0..n * 7).map(|i| (i * 5 + 3) % n))
+                .collect();
+            let mut links = LinkWriter::default();
+            for id in order {
+                assert_eq!(links.link(Some(g), Some(id)), json_str_list(&g.path(id)));
+                assert_eq!(link_json(Some(g), Some(id)), json_str_list(&g.path(id)));
+            }
+            assert_eq!(links.link(None, Some(0)), "[]");
+            assert_eq!(links.link(Some(g), None), "[]");
+        };
+        check(&g);
+        assert!(g.nodes.len() >= 6, "{}", g.nodes.len());
+        let b = g.get("Module.a.b.B.forward.0").unwrap();
+        let add = g.get("Torch.add.0.forward").unwrap();
+        g.nodes[b as usize].parent = Some(add);
+        check(&g);
+    }
 }

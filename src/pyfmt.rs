@@ -12,6 +12,69 @@ pub fn float_repr(x: f64) -> String {
     out
 }
 
+/// [`float_repr_into`] with the texts of recently written floats kept by their bits: the
+/// statistics of a dump repeat (a tensor is the output of one call and the input of the next,
+/// and the rows are written in call order), and a copy costs a small part of a repr. A
+/// direct-mapped table: a float evicts the one in its slot.
+pub struct ReprCache {
+    /// (bits, text length; 0 = empty) by slot.
+    slots: Vec<(u64, u8)>,
+    /// The slots' texts, [`ReprCache::WIDTH`] bytes each (ASCII, space-padded): kept as a str
+    /// so that a hit is a slice, not a UTF-8 check.
+    texts: String,
+}
+
+impl Default for ReprCache {
+    fn default() -> Self {
+        ReprCache::with_slots(2048)
+    }
+}
+
+impl ReprCache {
+    /// Room for a slot's text (a repr has at most 24 bytes: "-1.2345678901234567e-308").
+    const WIDTH: usize = 32;
+
+    /// A table of `n` slots (a power of two; at least one).
+    pub fn with_slots(n: usize) -> ReprCache {
+        let n = n.max(1).next_power_of_two();
+        ReprCache {
+            slots: vec![(0, 0); n],
+            texts: " ".repeat(n * Self::WIDTH),
+        }
+    }
+
+    /// Appends `repr(x)` to `out`.
+    pub fn float_repr_into(&mut self, x: f64, out: &mut String) {
+        let bits = x.to_bits();
+        let i = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & (self.slots.len() - 1);
+        let at = i * Self::WIDTH;
+        let Some(slot) = self.slots.get_mut(i) else {
+            return float_repr_into(x, out);
+        };
+        if slot.1 != 0 && slot.0 == bits {
+            if let Some(t) = self.texts.get(at..at + usize::from(slot.1)) {
+                out.push_str(t);
+                return;
+            }
+        }
+        let start = out.len();
+        float_repr_into(x, out);
+        let text = &out.as_bytes()[start..];
+        if text.len() <= Self::WIDTH {
+            let mut padded = [b' '; Self::WIDTH];
+            padded[..text.len()].copy_from_slice(text);
+            if let (Ok(p), true) = (
+                std::str::from_utf8(&padded),
+                self.texts.is_char_boundary(at + Self::WIDTH),
+            ) {
+                // Same length in and out: the other slots keep their places.
+                self.texts.replace_range(at..at + Self::WIDTH, p);
+                *slot = (bits, text.len() as u8);
+            }
+        }
+    }
+}
+
 /// `f"{x}%"`: a relative error as compare writes it.
 pub fn pct_into(x: f64, out: &mut String) {
     float_repr_into(x, out);
@@ -23,14 +86,19 @@ pub fn pct_into(x: f64, out: &mut String) {
 /// Python's `repr` is the shortest digit string that reads back as `x`, the nearest one to `x`
 /// among those (ties to even), laid out fixed for decimal exponents -4 ..= 15 and as `d.ddde±XX`
 /// otherwise. Ryu finds exactly those digits (shortest, nearest, ties to even); only its layout
-/// differs, so its text is taken apart into digits and a decimal point position first.
+/// differs: [`ryu_as_python`] re-lays its text, and what that leaves is taken apart into digits
+/// and a decimal point position first.
 pub fn float_repr_into(x: f64, out: &mut String) {
     if let Some(t) = special_repr(x) {
         out.push_str(t);
         return;
     }
     let mut rb = ryu::Buffer::new();
-    let text = rb.format_finite(x).as_bytes();
+    let text_str = rb.format_finite(x);
+    if ryu_as_python(text_str, out) {
+        return;
+    }
+    let text = text_str.as_bytes();
     let neg = text.first() == Some(&b'-');
     // Significant digits, and the decimal point's place: x = 0.d1d2d3... * 10^decpt.
     let mut dbuf = [0u8; 24];
@@ -61,12 +129,18 @@ pub fn float_repr_into(x: f64, out: &mut String) {
         }
         i += 1;
     }
-    let e10: i32 = text
-        .get(i + 1..)
-        .and_then(|t| std::str::from_utf8(t).ok())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0);
-    decpt += e10;
+    // Ryu's exponent: `e`, an optional '-', then digits (read by hand: `str::parse` and its
+    // UTF-8 check cost more than the rest of this function).
+    let mut e10: i32 = 0;
+    let mut e_neg = false;
+    for &c in text.get(i + 1..).unwrap_or(&[]) {
+        match c {
+            b'-' => e_neg = true,
+            b'0'..=b'9' => e10 = e10.saturating_mul(10).saturating_add(i32::from(c - b'0')),
+            _ => {}
+        }
+    }
+    decpt += if e_neg { -e10 } else { e10 };
     while nd > 1 && dbuf[nd - 1] == b'0' {
         nd -= 1;
     }
@@ -77,6 +151,64 @@ pub fn float_repr_into(x: f64, out: &mut String) {
     // Only ASCII digits were stored.
     let digits = std::str::from_utf8(&dbuf[..nd]).unwrap_or("0");
     python_layout(neg, digits, decpt, out);
+}
+
+/// Appends Python's repr of the float whose ryu text is `text`, laid out from that text, and
+/// returns true; false (nothing written) where the general path must read the digits.
+///
+/// Both write the same shortest digits (ryu's are the nearest, ties to even, as Python's), with
+/// x = 0.ddd * 10^decpt: ryu in fixed notation for decpt -4 ..= 16 and Python for -3 ..= 16,
+/// both with "0." before leading zeros and ".0" after an integer, so there the texts are the
+/// same (most statistics). Elsewhere both write `d.ddd` and an exponent, which Python signs and
+/// pads to two digits ("1.5e-07", not "1.5e-7"); at decpt -4 ryu's "0.0000ddd" is Python's
+/// "d.ddde-05". A trailing zero after the point (which Python drops; ryu's digits are the
+/// shortest, so none is expected) is left to the general path.
+fn ryu_as_python(text: &str, out: &mut String) -> bool {
+    let b = text.as_bytes();
+    let trailing_zero = |m: &[u8]| m.last() == Some(&b'0') && !m.ends_with(b".0");
+    if let Some(e) = b.iter().position(|&c| c == b'e') {
+        let (mantissa, exp) = (&text[..e], &text[e + 1..]);
+        if trailing_zero(mantissa.as_bytes()) || mantissa.ends_with(".0") {
+            return false;
+        }
+        let (sign, digits) = match exp.strip_prefix('-') {
+            Some(d) => ('-', d),
+            None => ('+', exp),
+        };
+        out.push_str(mantissa);
+        out.push('e');
+        out.push(sign);
+        if digits.len() < 2 {
+            out.push('0');
+        }
+        out.push_str(digits);
+        return true;
+    }
+    if trailing_zero(b) {
+        return false;
+    }
+    let (neg, unsigned) = match text.strip_prefix('-') {
+        Some(u) => (true, u),
+        None => (false, text),
+    };
+    if let Some(digits) = unsigned.strip_prefix("0.0000") {
+        // decpt -4: "0.0000ddd" -> "d.ddde-05".
+        let Some(first) = digits.get(..1) else {
+            return false;
+        };
+        if neg {
+            out.push('-');
+        }
+        out.push_str(first);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push_str("e-05");
+        return true;
+    }
+    out.push_str(text);
+    true
 }
 
 /// The repr of the floats that have no digits to find: NaN, the infinities and the zeros.
@@ -106,7 +238,14 @@ fn python_layout(neg: bool, digits: &str, decpt: i32, out: &mut String) {
             out.push('.');
             out.push_str(&digits[1..]);
         }
-        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+        // `e{sign}{abs:02}` (not `write!`: the formatting machinery is slow for two digits).
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let a = exp.unsigned_abs();
+        if a < 10 {
+            out.push('0');
+        }
+        out.push_str(itoa::Buffer::new().format(a));
     } else if decpt <= 0 {
         out.push_str("0.");
         for _ in 0..(-decpt) {
@@ -177,9 +316,7 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
         Val::Null => out.push_str("None"),
         Val::Bool(true) => out.push_str("True"),
         Val::Bool(false) => out.push_str("False"),
-        Val::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Val::Int(i) => out.push_str(itoa::Buffer::new().format(i)),
         Val::BigInt(r) => out.push_str(store.str(r)),
         Val::Float(f) => float_repr_into(f, out),
         Val::Str(r) => str_repr(store.str(r), out),
@@ -210,14 +347,16 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
 
 /// Appends `s` as a JSON string literal the way `json.dumps` (ensure_ascii) writes it.
 pub fn json_str(s: &str, out: &mut String) {
-    out.push('"');
     let bytes = s.as_bytes();
-    // Most texts need no escape at all: one check, one copy.
+    // Most texts need no escape at all: one check, one copy (into room made once).
     if needs_no_escape(bytes) {
+        out.reserve(s.len() + 2);
+        out.push('"');
         out.push_str(s);
         out.push('"');
         return;
     }
+    out.push('"');
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         // Printable ASCII except '"' and '\\' is copied as is, in runs.
@@ -288,9 +427,7 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
         Val::Null => out.push_str("null"),
         Val::Bool(true) => out.push_str("true"),
         Val::Bool(false) => out.push_str("false"),
-        Val::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        Val::Int(i) => out.push_str(itoa::Buffer::new().format(i)),
         Val::BigInt(r) => out.push_str(store.str(r)),
         Val::Float(f) => {
             if f.is_nan() {
@@ -329,7 +466,11 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
 
 /// `json.dumps(list_of_str)`.
 pub fn json_str_list<S: AsRef<str>>(items: &[S]) -> String {
-    let mut out = String::from("[");
+    // Sized for texts without escapes (two quotes and ", " each): paths of a few hundred bytes
+    // grew through several reallocations.
+    let mut out =
+        String::with_capacity(2 + items.iter().map(|s| s.as_ref().len() + 4).sum::<usize>());
+    out.push('[');
     for (i, s) in items.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
@@ -585,5 +726,88 @@ mod tests {
         let mut s = String::new();
         json_str("a\"é😀\u{7f}", &mut s);
         assert_eq!(s, r#""a\"\u00e9\ud83d\ude00\u007f""#);
+    }
+
+    /// The former `python_layout` (its exponent through `write!`): the oracle of the one that
+    /// writes the exponent's digits itself.
+    fn python_layout_reference(neg: bool, digits: &str, decpt: i32, out: &mut String) {
+        let exp = decpt - 1;
+        if neg {
+            out.push('-');
+        }
+        if !(-4 < decpt && decpt <= 16) {
+            out.push_str(&digits[..1]);
+            if digits.len() > 1 {
+                out.push('.');
+                out.push_str(&digits[1..]);
+            }
+            let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+        } else if decpt <= 0 {
+            out.push_str("0.");
+            for _ in 0..(-decpt) {
+                out.push('0');
+            }
+            out.push_str(digits);
+        } else {
+            let d = decpt as usize;
+            if d >= digits.len() {
+                out.push_str(digits);
+                for _ in 0..(d - digits.len()) {
+                    out.push('0');
+                }
+                out.push_str(".0");
+            } else {
+                out.push_str(&digits[..d]);
+                out.push('.');
+                out.push_str(&digits[d..]);
+            }
+        }
+    }
+
+    #[test]
+    fn python_layout_is_the_former_one() {
+        let (mut a, mut b) = (String::new(), String::new());
+        for digits in ["1", "5", "12", "12345", "17976931348623157"] {
+            for decpt in -1100..=1100 {
+                for neg in [false, true] {
+                    a.clear();
+                    b.clear();
+                    python_layout(neg, digits, decpt, &mut a);
+                    python_layout_reference(neg, digits, decpt, &mut b);
+                    assert_eq!(a, b, "{digits} {decpt}");
+                }
+            }
+        }
+    }
+
+    /// The cached repr is the repr, with few slots (collisions, evictions) and many, over
+    /// repeated values of every kind.
+    #[test]
+    fn repr_cache_is_repr() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut pool: Vec<f64> = vec![0.0, -0.0, f64::NAN, f64::INFINITY, -f64::INFINITY, 5e-324];
+        pool.push(-1.2345678901234567e-308);
+        for _ in 0..2000 {
+            pool.push(f64::from_bits(next()));
+            pool.push((next() % 100_000) as f64 / 7.0);
+        }
+        for slots in [1, 2, 64, 4096] {
+            let mut cache = ReprCache::with_slots(slots);
+            let (mut a, mut b) = (String::from("x"), String::from("x"));
+            for _ in 0..50_000 {
+                let x = pool[(next() % pool.len() as u64) as usize];
+                a.truncate(1);
+                b.truncate(1);
+                cache.float_repr_into(x, &mut a);
+                float_repr_into(x, &mut b);
+                assert_eq!(a, b, "{x:e}");
+            }
+        }
     }
 }
