@@ -177,9 +177,9 @@ def build_section(work, roots):
         ("parse stage (`--timing`)", "", f"{fmt(parse, ' s', 3)} = {fmt(all_mb / parse if parse else None, ' MB/s', 0)}",
          "", all_runs(full, "parse", " s", 3), ""),
         ("build+compare stage", "", fmt(median(full, "compare"), " s", 3), "", all_runs(full, "compare", " s", 3), ""),
-        ("export stage (rows into SQLite)", "", fmt(median(full, "export"), " s", 3), "",
+        ("export stage (rows formatted and written to the file)", "", fmt(median(full, "export"), " s", 3), "",
          all_runs(full, "export", " s", 3), ""),
-        ("index creation (before the rows since ea8c0a3; their upkeep is in export)", "", fmt(median(full, "indexes"), " s", 3), "", all_runs(full, "indexes", " s", 3), ""),
+        ("index phase (the indexes ranked, sorted and written at the end since 007ca39; before: index creation)", "", fmt(median(full, "indexes"), " s", 3), "", all_runs(full, "indexes", " s", 3), ""),
         (".vis.db size", "", fmt(median(full, "db") / 1e6 if median(full, "db") else None, " MB", 0), "", "", ""),
     ]
     if nodb and n_parse:
