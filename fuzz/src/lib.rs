@@ -39,16 +39,34 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
     // Layer mapping's items split every dump name of the fuzzed construct.json.
     let _ = api_mapping(npu, bench, &LayerMapping::empty(), None);
     let mode = compare_mode(npu, bench).unwrap_or(Mode::Summary);
+    let mut cmp = None;
     for fuzzy in [false, true] {
         let opts = CompareOptions {
             fuzzy,
             layer_mapping: None,
             ..Default::default()
         };
-        let _ = compare(&mut gn, npu, &mut gb, bench, mode, &opts);
+        cmp = Some(compare(&mut gn, npu, &mut gb, bench, mode, &opts));
     }
     let _ = gn.paging_by_micro_step(Some(&mut gb));
     gn.apply_overflow(npu);
+    // The .vis.db rows of both sides (the export formats every item, with the compare columns).
+    for (graph, dump, other, comparison) in [(&gn, npu, &gb, cmp.as_ref()), (&gb, bench, &gn, None)]
+    {
+        let x = probelens::export::GraphExport {
+            graph,
+            dump,
+            other: Some(other),
+            comparison,
+            mode,
+            data_source: "NPU",
+            step: 0,
+            rank: 0,
+            dump_data_dir: None,
+        };
+        let mut rows = (Vec::new(), Vec::new());
+        let _ = probelens::export::export_graph(&x, &mut rows);
+    }
 }
 
 /// Everything later stages read from a parsed rank folder, comparably (or the error's text).
