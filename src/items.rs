@@ -1473,13 +1473,8 @@ mod tests {
             "1.5%",
             "it's",
         ];
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rng = crate::test_rng(0x2545_F491_4F6C_DD1Du64);
+        let mut next = move |n: usize| (rng() % n as u64) as usize;
         let floats = [
             0.0,
             -0.0,
@@ -1636,13 +1631,7 @@ mod tests {
     /// values beyond its range.
     #[test]
     fn fixed6_is_rusts() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng(0x9E37_79B9_7F4A_7C15u64);
         let mut xs = vec![
             0.0,
             0.0078125,

@@ -84,6 +84,17 @@ pub(crate) fn has(hay: &str, needle: &str) -> bool {
     h.len() >= n.len() && (0..=h.len() - n.len()).any(|i| h[i] == first && h[i..].starts_with(n))
 }
 
+/// The tests' random numbers: xorshift64 from `seed` (reproducible, no dependency).
+#[cfg(test)]
+pub(crate) fn test_rng(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 #[cfg(test)]
 mod has_tests {
     #[test]
