@@ -384,35 +384,9 @@ impl Page {
 }
 
 /// `f` over every item, the items split in two groups of about equal `weight` that run through
-/// `join` (on two threads, or one after the other); the results in the items' order.
-fn halves<T: Sync, R: Send>(
-    join: Option<crate::Join>,
-    items: &[T],
-    weight: impl Fn(&T) -> usize,
-    f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    let mut by_weight: Vec<usize> = (0..items.len()).collect();
-    by_weight.sort_by_key(|&i| std::cmp::Reverse(weight(&items[i])));
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    let (mut wa, mut wb) = (0, 0);
-    for i in by_weight {
-        if wa <= wb {
-            wa += weight(&items[i]);
-            a.push(i);
-        } else {
-            wb += weight(&items[i]);
-            b.push(i);
-        }
-    }
-    let run = |group: &[usize]| group.iter().map(|&i| (i, f(&items[i]))).collect::<Vec<_>>();
-    let (ra, rb) = crate::join2(join, || run(&a), || run(&b));
-    let mut out: Vec<(usize, R)> = ra.into_iter().chain(rb).collect();
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, r)| r).collect()
-}
-
-/// [`halves`] over owned items (each consumed by `f`, so what it frees is freed as it goes).
-fn halves_owned<T: Send, R: Send>(
+/// `join` (on two threads, or one after the other); the results in the items' order. Each item
+/// is consumed by `f`, so what it frees is freed as it goes.
+fn halves<T: Send, R: Send>(
     join: Option<crate::Join>,
     items: Vec<T>,
     weight: impl Fn(&T) -> usize,
@@ -914,7 +888,7 @@ impl<O: Output> Writer<O> {
                 .enumerate()
                 .collect();
             let text_slot: Vec<bool> = columns.iter().map(|(_, c)| c.has_text()).collect();
-            let ranks = halves_owned(
+            let ranks = halves(
                 join,
                 columns,
                 |(s, _)| if text_slot[*s] { 8 } else { 1 },
@@ -934,7 +908,7 @@ impl<O: Output> Writer<O> {
                     .filter(|&&c| t.keys.slot[c].is_some_and(|s| text_slot[s]))
                     .count()
             };
-            let written = halves(join, &mine, texts, |j| -> io::Result<()> {
+            let written = halves(join, mine, texts, |j| -> io::Result<()> {
                 let slots: Vec<usize> = j.1.iter().filter_map(|&c| t.keys.slot[c]).collect();
                 let (order, dup) = index_order(&ranks, &slots, rows);
                 if let (true, Some(row)) = (j.3, dup) {
