@@ -445,6 +445,14 @@ impl Col {
             Col::Any(v) => v.len(),
         }
     }
+    fn reserve_exact(&mut self, n: usize) {
+        match self {
+            Col::Ints(v) if v.is_empty() => {}
+            Col::Ints(v) => v.reserve_exact(n),
+            Col::Texts(v) => v.reserve_exact(n),
+            Col::Any(v) => v.reserve_exact(n),
+        }
+    }
     fn get(&self, row: usize) -> Key {
         match self {
             Col::Ints(v) => Key::Int(v[row]),
@@ -452,17 +460,29 @@ impl Col {
             Col::Any(v) => v[row],
         }
     }
-    fn push(&mut self, k: Key) {
+    /// Appends `k`; a new vector starts with room for `hint` rows.
+    fn push(&mut self, k: Key, hint: usize) {
         match (&mut *self, k) {
             (Col::Ints(v), Key::Int(x)) => v.push(x),
             (Col::Texts(v), Key::Text(o)) => v.push(o),
             (Col::Any(v), k) => v.push(k),
             (c, k) => {
-                *c = match (c.len(), k) {
-                    (0, Key::Text(o)) => Col::Texts(vec![o]),
-                    (0, Key::Int(x)) => Col::Ints(vec![x]),
+                let n = c.len();
+                let cap = hint.max(n + 1);
+                *c = match (n, k) {
+                    (0, Key::Text(o)) => {
+                        let mut v = Vec::with_capacity(cap);
+                        v.push(o);
+                        Col::Texts(v)
+                    }
+                    (0, Key::Int(x)) => {
+                        let mut v = Vec::with_capacity(cap);
+                        v.push(x);
+                        Col::Ints(v)
+                    }
                     _ => {
-                        let mut all: Vec<Key> = (0..c.len()).map(|i| c.get(i)).collect();
+                        let mut all: Vec<Key> = Vec::with_capacity(cap);
+                        all.extend((0..n).map(|i| c.get(i)));
                         all.push(k);
                         Col::Any(all)
                     }
@@ -486,25 +506,80 @@ impl Dedup {
     const TRIAL: usize = 4096;
 }
 
+/// Texts in fixed-size chunks, each a 4-byte little-endian length then the bytes, never split
+/// across chunks; a text's offset is its chunk's number in the high 32 bits and its position in
+/// the low ones. Unlike one growing buffer, it never holds twice its size while it grows (the
+/// scale pair's keys are ~80 MB of texts: the doubling and the copy were ~100 MB more at the peak).
+#[derive(Default)]
+struct TextArena {
+    chunks: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+impl TextArena {
+    const CHUNK: usize = 1 << 20;
+    /// Bytes stored (lengths included).
+    fn len(&self) -> usize {
+        self.bytes
+    }
+    fn push(&mut self, t: &[u8]) -> io::Result<u64> {
+        let len = u32::try_from(t.len())
+            .ok()
+            .filter(|&l| l < u32::MAX - 4)
+            .ok_or_else(|| invalid(format!("an indexed text of {} bytes", t.len())))?;
+        let need = t.len() + 4;
+        let room = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= need);
+        if !room {
+            let n = u32::try_from(self.chunks.len())
+                .map_err(|_| invalid("too many indexed texts".to_string()))?;
+            if n == u32::MAX {
+                return Err(invalid("too many indexed texts".to_string()));
+            }
+            self.chunks.push(Vec::with_capacity(need.max(Self::CHUNK)));
+        }
+        let chunk_no = self.chunks.len() - 1;
+        let Some(c) = self.chunks.last_mut() else {
+            return Err(invalid("no text chunk".to_string()));
+        };
+        let pos = c.len();
+        c.extend_from_slice(&len.to_le_bytes());
+        c.extend_from_slice(t);
+        self.bytes += need;
+        Ok(((chunk_no as u64) << 32) | pos as u64)
+    }
+    fn get(&self, off: u64) -> &[u8] {
+        let c = &self.chunks[(off >> 32) as usize];
+        let o = (off & 0xffff_ffff) as usize;
+        let len = u32::from_le_bytes([c[o], c[o + 1], c[o + 2], c[o + 3]]) as usize;
+        &c[o + 4..o + 4 + len]
+    }
+}
+
 /// One indexed column of a table, one value per row (row `i` has rowid `i + 1`); its texts in
-/// its own buffer (a 4-byte little-endian length, then the bytes).
+/// its own [`TextArena`].
 struct Column {
     col: Col,
-    text: Vec<u8>,
+    text: TextArena,
     dedup: Dedup,
+    /// Rows expected (see [`Writer::expect_rows`]): the capacity the row vector starts with.
+    rows_hint: usize,
 }
 
 impl Column {
-    fn new() -> Column {
+    fn new(rows_hint: usize) -> Column {
         Column {
             col: Col::Ints(Vec::new()),
-            text: Vec::new(),
+            text: TextArena::default(),
             dedup: Dedup {
                 last: None,
                 seen: Some(crate::HashMap::default()),
                 hits: 0,
                 misses: 0,
             },
+            rows_hint,
         }
     }
     /// The texts alone.
@@ -522,14 +597,7 @@ impl Column {
         }
     }
     fn text_at(&self, off: u64) -> &[u8] {
-        let o = off as usize;
-        let len = u32::from_le_bytes([
-            self.text[o],
-            self.text[o + 1],
-            self.text[o + 2],
-            self.text[o + 3],
-        ]) as usize;
-        &self.text[o + 4..o + 4 + len]
+        self.text.get(off)
     }
     /// The offset of text `t`, stored now unless it is a known repeat.
     fn intern(&mut self, t: &[u8], hasher: &foldhash::fast::RandomState) -> io::Result<u64> {
@@ -544,11 +612,7 @@ impl Column {
                 return Ok(o);
             }
         }
-        let len = u32::try_from(t.len())
-            .map_err(|_| invalid(format!("an indexed text of {} bytes", t.len())))?;
-        let off = self.text.len() as u64;
-        self.text.extend_from_slice(&len.to_le_bytes());
-        self.text.extend_from_slice(t);
+        let off = self.text.push(t)?;
         let d = &mut self.dedup;
         d.last = Some(off);
         d.misses += 1;
@@ -560,6 +624,9 @@ impl Column {
             }
         }
         Ok(off)
+    }
+    fn push(&mut self, k: Key) {
+        self.col.push(k, self.rows_hint);
     }
     fn raw(&self, k: Key) -> Raw<'_> {
         match k {
@@ -609,7 +676,7 @@ impl KeyStore {
             slot[c] = Some(i);
         }
         KeyStore {
-            columns: cols.iter().map(|_| Column::new()).collect(),
+            columns: cols.iter().map(|_| Column::new(0)).collect(),
             cols,
             slot,
             hasher: Default::default(),
@@ -626,7 +693,7 @@ impl KeyStore {
                 Value::Real(v) => Key::Real(v),
                 Value::Text(t) => Key::Text(column.intern(t.as_bytes(), &self.hasher)?),
             };
-            column.col.push(k);
+            column.push(k);
             bytes += 8 + column.text.len() - before;
         }
         Ok(bytes)
@@ -764,6 +831,18 @@ impl<O: Output> Writer<O> {
     pub fn set_key_budget(&mut self, bytes: usize) {
         self.key_budget = bytes;
         self.check_budget();
+    }
+
+    /// Says that about `rows` more rows are coming to `table`, for the kept index keys to be
+    /// sized once instead of doubling as they grow. Only a hint: more or fewer rows are fine.
+    pub fn expect_rows(&mut self, table: usize, rows: usize) {
+        if let Some(t) = self.tables.get_mut(table) {
+            for c in &mut t.keys.columns {
+                let n = c.col.len();
+                c.rows_hint = n + rows;
+                c.col.reserve_exact(rows);
+            }
+        }
     }
 
     /// Whether the indexes were written empty (over the key budget): the file needs a
@@ -1155,7 +1234,7 @@ fn column_ranks(column: Column) -> Ranks {
                 &|a, b| offs[a as usize] == offs[b as usize] || text(a) == text(b),
                 &mut |row| firsts.push(offs[row as usize]),
             );
-            ByRank::Texts(firsts, Column::new())
+            ByRank::Texts(firsts, Column::new(0))
         }
         Col::Any(keys) => {
             let mut order: Vec<u32> = (0..n as u32).collect();
@@ -1167,7 +1246,7 @@ fn column_ranks(column: Column) -> Ranks {
                 &|a, b| column.cmp_keys(key(a), key(b)) == Ordering::Equal,
                 &mut |row| values.push(key(row)),
             );
-            ByRank::Any(values, Column::new())
+            ByRank::Any(values, Column::new(0))
         }
     };
     // The ranks' texts stay in the column's buffer; its per-row values can go.

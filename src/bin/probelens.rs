@@ -417,6 +417,8 @@ fn timestamp() -> String {
 enum DbRow {
     Node(NodeRow),
     Stack(StackRow),
+    /// About this many node rows follow (`Writer::expect_rows`).
+    ExpectNodes(usize),
 }
 
 /// The export's [`Sink`] on the main thread: rows go in batches to the writer thread, so
@@ -478,6 +480,7 @@ fn write_rows(
             match r {
                 DbRow::Node(n) => db.insert(visdb::TB_NODES, &visdb::node_values(&n))?,
                 DbRow::Stack(st) => db.insert(visdb::TB_STACK, &visdb::stack_values(&st))?,
+                DbRow::ExpectNodes(n) => db.expect_rows(visdb::TB_NODES, n),
             }
         }
     }
@@ -740,6 +743,10 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         }),
                         _ => None,
                     };
+                    sink.push(DbRow::ExpectNodes(
+                        res.npu.graph.nodes.len()
+                            + res.bench.as_ref().map_or(0, |b| b.graph.nodes.len()),
+                    ));
                     // The two graphs are formatted on two threads (row ids are per graph, and the
                     // database does not depend on the order of inserts).
                     let (dn, db) = std::thread::scope(|s| {
