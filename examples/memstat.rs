@@ -27,7 +27,7 @@ fn load(dir: &str) -> RankDump {
         "{dir}: parse {:.2?}; input {:.1} MB; store vals {:.1} text {:.1} MB; {} entries, {} construct",
         t.elapsed(),
         mb(d.len() + c.len() + s.len()),
-        mb(st.vals.capacity() * 16),
+        mb(st.vals.capacity() * std::mem::size_of::<probelens::json::Packed>()),
         mb(st.text.capacity()),
         r.entries.len(),
         r.construct.len()

@@ -1043,7 +1043,7 @@ fn shape_dims(p: &Py, store: &Store) -> Option<Vec<i64>> {
             .list(*v)
             .iter()
             .map(|d| match d {
-                crate::json::Val::Int(i) => Some(*i),
+                crate::json::Val::Int(i) => Some(i),
                 _ => None,
             })
             .collect(),
@@ -1113,7 +1113,7 @@ fn same_repr(sa: &Store, a: crate::json::Val, sb: &Store, b: crate::json::Val) -
         (Val::Str(x), Val::Str(y)) | (Val::BigInt(x), Val::BigInt(y)) => sa.str(x) == sb.str(y),
         (Val::List { .. }, Val::List { .. }) => {
             let (x, y) = (sa.list(a), sb.list(b));
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_repr(sa, *p, sb, *q))
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_repr(sa, p, sb, q))
         }
         (Val::Obj { .. }, Val::Obj { .. }) => {
             let (mut x, mut y) = (String::new(), String::new());

@@ -954,12 +954,15 @@ impl RankDump {
                     Val::List { .. } => {
                         let l = scratch.list(v);
                         if l.len() == 2 {
-                            let micro = match l[1] {
+                            let micro = match l.get(1).unwrap_or(Val::Null) {
                                 Val::Int(i) => i,
                                 Val::Float(x) if x.fract() == 0.0 => x as i64,
                                 _ => 0,
                             };
-                            Raw::Pair(parent_of(names, &scratch, l[0])?, micro)
+                            Raw::Pair(
+                                parent_of(names, &scratch, l.get(0).unwrap_or(Val::Null))?,
+                                micro,
+                            )
                         } else {
                             Raw::List
                         }
@@ -1079,7 +1082,9 @@ impl RankDump {
             if !matches!(val, Val::List { .. }) || l.len() != 2 {
                 continue;
             }
-            let (apis, stack) = (l[0], l[1]);
+            let (Some(apis), Some(stack)) = (l.get(0), l.get(1)) else {
+                continue;
+            };
             if !matches!(apis, Val::List { .. }) {
                 continue;
             }
@@ -1141,23 +1146,23 @@ impl RankDump {
             stack.push((value, 0, 0, false));
         } else {
             for (key, v) in store.obj(value) {
-                if !IO_KEYS.contains(&store.key(*key)) {
+                if !IO_KEYS.contains(&store.key(key)) {
                     continue;
                 }
                 if !matches!(v, Val::Null | Val::List { .. } | Val::Obj { .. }) {
-                    let path = [Seg::Key(*key)];
+                    let path = [Seg::Key(key)];
                     return Err(Error::schema_at(
                         file,
                         seg_path(store, name, &path),
                         src.lc(locate(buf, at, store, &path)),
                         format!(
                             "expected a list or an object of items (or null), found {}",
-                            type_name(*v)
+                            type_name(v)
                         ),
                     ));
                 }
-                crumbs.push((u32::MAX, Seg::Key(*key)));
-                stack.push((*v, 0, crumbs.len() as u32 - 1, false));
+                crumbs.push((u32::MAX, Seg::Key(key)));
+                stack.push((v, 0, crumbs.len() as u32 - 1, false));
             }
         }
         let mut warn: Option<(Vec<Seg>, String)> = None;
@@ -1206,7 +1211,7 @@ impl RankDump {
                 Val::List { .. } => {
                     for (i, x) in store.list(v).iter().enumerate().rev() {
                         crumbs.push((crumb, Seg::Index(i as u32)));
-                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1, quiet));
+                        stack.push((x, depth + 1, crumbs.len() as u32 - 1, quiet));
                     }
                 }
                 Val::Obj { .. } => {
@@ -1221,13 +1226,13 @@ impl RankDump {
                         Some(Val::Str(_)) => {
                             // A leaf item: the fields compare reads.
                             for (kk, x) in pairs {
-                                let expected = if [k::MAX, k::MIN, k::MEAN, k::NORM].contains(kk) {
+                                let expected = if [k::MAX, k::MIN, k::MEAN, k::NORM].contains(&kk) {
                                     if let Val::BigInt(r) = x {
-                                        if !big_fits_f64(store.str(*r)) {
+                                        if !big_fits_f64(store.str(r)) {
                                             return Err(fail(
-                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(*r))),
+                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(r))),
                                                 ErrorKind::Schema,
-                                                Some(*kk),
+                                                Some(kk),
                                             ));
                                         }
                                     }
@@ -1240,21 +1245,21 @@ impl RankDump {
                                             | Val::Float(_)
                                     ))
                                     .then_some("a number, a boolean or null")
-                                } else if *kk == k::VALUE {
+                                } else if kk == k::VALUE {
                                     if let Val::BigInt(r) = x {
-                                        if !big_fits_f64(store.str(*r)) {
+                                        if !big_fits_f64(store.str(r)) {
                                             return Err(fail(
-                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(*r))),
+                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(r))),
                                                 ErrorKind::Schema,
-                                                Some(*kk),
+                                                Some(kk),
                                             ));
                                         }
                                     }
                                     None
-                                } else if *kk == k::SHAPE {
+                                } else if kk == k::SHAPE {
                                     (!matches!(x, Val::Null | Val::List { .. }))
                                         .then_some("a list of dimensions or null")
-                                } else if *kk == k::DTYPE {
+                                } else if kk == k::DTYPE {
                                     (!matches!(x, Val::Null | Val::Str(_)))
                                         .then_some("a string or null")
                                 } else {
@@ -1265,8 +1270,8 @@ impl RankDump {
                                         quiet,
                                         &crumbs,
                                         crumb,
-                                        Some(*kk),
-                                        format!("expected {e}, found {}", type_name(*x)),
+                                        Some(kk),
+                                        format!("expected {e}, found {}", type_name(x)),
                                     );
                                 }
                             }
@@ -1287,8 +1292,8 @@ impl RankDump {
                             // there, so they are not reported again.
                             for (kk, x) in pairs.iter().rev() {
                                 if matches!(x, Val::List { .. } | Val::Obj { .. } | Val::Null) {
-                                    crumbs.push((crumb, Seg::Key(*kk)));
-                                    stack.push((*x, depth + 1, crumbs.len() as u32 - 1, true));
+                                    crumbs.push((crumb, Seg::Key(kk)));
+                                    stack.push((x, depth + 1, crumbs.len() as u32 - 1, true));
                                 }
                             }
                             continue;
@@ -1296,8 +1301,8 @@ impl RankDump {
                         None => {}
                     }
                     for (kk, x) in pairs.iter().rev() {
-                        crumbs.push((crumb, Seg::Key(*kk)));
-                        stack.push((*x, depth + 1, crumbs.len() as u32 - 1, quiet));
+                        crumbs.push((crumb, Seg::Key(kk)));
+                        stack.push((x, depth + 1, crumbs.len() as u32 - 1, quiet));
                     }
                 }
                 other => note(
@@ -1564,17 +1569,14 @@ impl ItemWarnings {
 /// msprobe's `md5_find` over one entry: a top-level list element with an `md5` key, or a
 /// top-level dict value with one.
 fn md5_find(store: &Store, entry: Val) -> bool {
-    let has_md5 = |d: &Val| match d {
-        Val::Obj { .. } => store.get(*d, "md5").is_some(),
-        Val::List { .. } => store
-            .list(*d)
-            .iter()
-            .any(|x| store.as_str(*x) == Some("md5")),
-        Val::Str(r) => store.str(*r).contains("md5"),
+    let has_md5 = |d: Val| match d {
+        Val::Obj { .. } => store.get(d, "md5").is_some(),
+        Val::List { .. } => store.list(d).iter().any(|x| store.as_str(x) == Some("md5")),
+        Val::Str(r) => store.str(r).contains("md5"),
         _ => false,
     };
     store.obj(entry).iter().any(|(_, v)| match v {
-        Val::List { .. } => store.list(*v).iter().any(has_md5),
+        Val::List { .. } => store.list(v).iter().any(has_md5),
         other => has_md5(other) && !matches!(other, Val::List { .. }),
     })
 }

@@ -140,7 +140,7 @@ pub fn stack_lines(d: &RankDump, s: Stack) -> Vec<String> {
                 .store
                 .list(v)
                 .iter()
-                .map(|x| crate::pyfmt::py_str(&d.store, *x))
+                .map(|x| crate::pyfmt::py_str(&d.store, x))
                 .collect(),
             other => vec![crate::pyfmt::py_str(&d.store, other)],
         },

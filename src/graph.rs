@@ -723,7 +723,7 @@ impl Builder<'_> {
         };
         let mut frames: Vec<(String, String)> = Vec::new();
         for line in store.list(v) {
-            let Some(s) = store.as_str(*line) else {
+            let Some(s) = store.as_str(line) else {
                 continue;
             };
             let s = s.trim().replace("File ", "");
@@ -1026,7 +1026,7 @@ pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> 
     let Some(out) = s.get(e.value, "output") else {
         return Vec::new();
     };
-    let Some(first) = s.list(out).first().copied() else {
+    let Some(first) = s.list(out).first() else {
         return Vec::new();
     };
     let mut res = Vec::new();
@@ -1034,7 +1034,7 @@ pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> 
         if !matches!(p, Val::Obj { .. }) {
             continue;
         }
-        let f = |k: &str| s.get(*p, k).map(Py::from_val).unwrap_or(Py::None);
+        let f = |k: &str| s.get(p, k).map(Py::from_val).unwrap_or(Py::None);
         res.push((f("op"), f("peer"), f("group_id")));
     }
     res

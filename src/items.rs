@@ -461,13 +461,13 @@ fn op_item_parse(
         Val::List { .. } => {
             for (i, x) in store.list(v).iter().enumerate() {
                 if grad {
-                    op_item_parse(store, Some(*x), name, true, state, depth + 1, out, file)?;
+                    op_item_parse(store, Some(x), name, true, state, depth + 1, out, file)?;
                 } else {
                     // A number is never the field "parameters_grad".
                     let mut digits = [0u8; 20];
                     name.push('.');
                     name.push_str(decimal(i, &mut digits));
-                    op_item_parse(store, Some(*x), name, false, state, depth + 1, out, file)?;
+                    op_item_parse(store, Some(x), name, false, state, depth + 1, out, file)?;
                     name.truncate(len);
                 }
             }
@@ -500,17 +500,17 @@ fn op_item_parse(
             if store
                 .obj(v)
                 .iter()
-                .any(|(kk, x)| *kk == k::TYPE && matches!(x, Val::Str(_)))
+                .any(|(kk, x)| kk == k::TYPE && matches!(x, Val::Str(_)))
             {
                 out.push(gen_op_item(store, v, name, state));
                 return Ok(());
             }
             for (kk, x) in store.obj(v) {
-                let key = store.key(*kk);
+                let key = store.key(kk);
                 let grad = grad || in_grad(key);
                 name.push('.');
                 name.push_str(key);
-                op_item_parse(store, Some(*x), name, grad, state, depth + 1, out, file)?;
+                op_item_parse(store, Some(x), name, grad, state, depth + 1, out, file)?;
                 name.truncate(len);
             }
         }
@@ -532,7 +532,7 @@ fn np_shape_str(store: &Store, v: Val) -> String {
                 if l.iter()
                     .all(|x| matches!(x, Val::List { len: n, .. } if n == len)) =>
             {
-                cur = *first;
+                cur = first;
             }
             _ => break,
         }
@@ -585,14 +585,14 @@ fn gen_op_item(store: &Store, data: Val, name: &str, state: State) -> Item {
         full_op_name: String::new(),
     };
     for (kk, x) in pairs {
-        if *kk == k::STATE || *kk == k::FULL_OP_NAME {
+        if kk == k::STATE || kk == k::FULL_OP_NAME {
             continue;
         }
         let v = match x {
-            Val::Bool(b) => Py::Lit(if *b { "True" } else { "False" }),
-            other => Py::from_val(*other),
+            Val::Bool(b) => Py::Lit(if b { "True" } else { "False" }),
+            other => Py::from_val(other),
         };
-        item.fields.push((*kk, v));
+        item.fields.push((kk, v));
     }
     let data_name = match get(k::DATA_NAME) {
         Some(v) if truthy(store, v) => Some(py_str(store, v)).filter(|d| d != "-1"),

@@ -48,16 +48,150 @@ pub struct StrRef {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KeyId(pub u32);
 
+/// A [`Val`] in 8 bytes, as the store keeps it (NaN-boxing): a float is its own bits; every
+/// other value is a NaN whose top 16 bits (0xFFF9 to 0xFFFE, never produced by arithmetic or
+/// parsing) say what it is, and whose low 48 bits hold it. What does not fit (an integer beyond
+/// ±2^47, a string, list or shape number of 2^16 or more in its second field, a float whose bits
+/// fall among the tags) is kept whole in `Store::wide` and the word holds its index there.
+/// A dump is mostly tensors of 11 values: half the memory of the 16-byte enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packed(u64);
+
+const T_MISC: u64 = 0xFFF9;
+const T_INT: u64 = 0xFFFA;
+const T_STR: u64 = 0xFFFB;
+const T_LIST: u64 = 0xFFFC;
+const T_OBJ: u64 = 0xFFFD;
+const T_WIDE: u64 = 0xFFFE;
+const PAYLOAD: u64 = (1 << 48) - 1;
+
+impl Packed {
+    /// The value, looking up escapes in `wide`.
+    #[inline(always)]
+    fn get(self, wide: &[Val]) -> Val {
+        let b = self.0;
+        let t = b >> 48;
+        if t < T_MISC {
+            return Val::Float(f64::from_bits(b));
+        }
+        let x = b & PAYLOAD;
+        let (lo, hi) = (x as u32, (x >> 32) as u32);
+        match t {
+            T_MISC if x == 0 => Val::Null,
+            T_MISC => Val::Bool(x & 1 == 1),
+            T_INT => Val::Int(((x << 16) as i64) >> 16),
+            T_STR => Val::Str(StrRef { off: lo, len: hi }),
+            T_LIST => Val::List { start: lo, len: hi },
+            T_OBJ => Val::Obj {
+                start: lo,
+                shape: hi,
+            },
+            _ => wide.get(x as usize).copied().unwrap_or(Val::Null),
+        }
+    }
+    /// `v` in a word, if it fits one.
+    #[inline(always)]
+    fn pack(v: Val) -> Option<Packed> {
+        let tag = |t: u64, x: u64| Some(Packed(t << 48 | x));
+        let two = |lo: u32, hi: u32| u64::from(lo) | u64::from(hi) << 32;
+        match v {
+            Val::Float(x) if x.to_bits() >> 48 < T_MISC => Some(Packed(x.to_bits())),
+            Val::Null => tag(T_MISC, 0),
+            Val::Bool(b) => tag(T_MISC, 2 | u64::from(b)),
+            Val::Int(i) if (-(1 << 47)..1 << 47).contains(&i) => tag(T_INT, i as u64 & PAYLOAD),
+            Val::Str(r) if r.len < 1 << 16 => tag(T_STR, two(r.off, r.len)),
+            Val::List { start, len } if len < 1 << 16 => tag(T_LIST, two(start, len)),
+            Val::Obj { start, shape } if shape < 1 << 16 => tag(T_OBJ, two(start, shape)),
+            _ => None,
+        }
+    }
+}
+
+/// Values in a [`Store`] side by side: a list's elements or an object's member values.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Vals<'a> {
+    vals: &'a [Packed],
+    wide: &'a [Val],
+}
+
+impl<'a> Vals<'a> {
+    pub fn len(&self) -> usize {
+        self.vals.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.vals.is_empty()
+    }
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<Val> {
+        self.vals.get(i).map(|p| p.get(self.wide))
+    }
+    pub fn first(&self) -> Option<Val> {
+        self.get(0)
+    }
+    pub fn last(&self) -> Option<Val> {
+        self.len().checked_sub(1).and_then(|i| self.get(i))
+    }
+    pub fn iter(&self) -> ValIter<'a> {
+        ValIter {
+            vals: self.vals.iter(),
+            wide: self.wide,
+        }
+    }
+    pub fn to_vec(&self) -> Vec<Val> {
+        self.iter().collect()
+    }
+}
+
+impl<'a> IntoIterator for Vals<'a> {
+    type Item = Val;
+    type IntoIter = ValIter<'a>;
+    fn into_iter(self) -> ValIter<'a> {
+        self.iter()
+    }
+}
+
+/// The values of [`Vals`], decoded.
+#[derive(Clone, Debug)]
+pub struct ValIter<'a> {
+    vals: std::slice::Iter<'a, Packed>,
+    wide: &'a [Val],
+}
+
+impl Iterator for ValIter<'_> {
+    type Item = Val;
+    #[inline]
+    fn next(&mut self) -> Option<Val> {
+        self.vals.next().map(|p| p.get(self.wide))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.vals.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for ValIter<'_> {
+    fn next_back(&mut self) -> Option<Val> {
+        self.vals.next_back().map(|p| p.get(self.wide))
+    }
+}
+
+impl ExactSizeIterator for ValIter<'_> {}
+
 /// Arena of parsed values.
 #[derive(Default, Debug, Clone)]
 pub struct Store {
     /// List elements and object member values.
-    pub vals: Vec<Val>,
+    pub vals: Vec<Packed>,
+    /// The values that do not fit a [`Packed`] word.
+    wide: Vec<Val>,
     /// The key lists of objects, each once: `(start, len)` in `shape_keys`.
     shapes: Vec<(u32, u32)>,
     shape_keys: Vec<KeyId>,
     shape_ids: HashMap<Box<[KeyId]>, u32>,
     pub text: String,
+    /// Short strings (at most 16 bytes) already in `text`, direct-mapped like
+    /// [`KeyTable::short`]: `"torch.Tensor"` and `"torch.float32"` are in every tensor of a dump,
+    /// and were most of its text.
+    short_strs: Vec<(u64, u64, StrRef)>,
     keys: Vec<Box<str>>,
     key_ids: KeyTable,
 }
@@ -81,7 +215,33 @@ impl Store {
             .get(r.off as usize..(r.off + r.len) as usize)
             .unwrap_or("")
     }
+    /// Adds `s` to the text (a short string seen just before is not stored again).
+    #[inline]
     pub fn push_str(&mut self, s: &str) -> StrRef {
+        let Some(w) = short_words(s.as_bytes()) else {
+            return self.push_new_str(s);
+        };
+        if self.short_strs.is_empty() {
+            let none = StrRef {
+                off: 0,
+                len: u32::MAX,
+            };
+            self.short_strs = vec![(0, 0, none); SHORT_SLOTS];
+        }
+        let slot = short_slot(w, s.len());
+        if let Some(&(a, b, r)) = self.short_strs.get(slot) {
+            // The text may have been rewound since: the bytes are checked too.
+            if (a, b) == w && r.len as usize == s.len() && self.str(r) == s {
+                return r;
+            }
+        }
+        let r = self.push_new_str(s);
+        if let Some(e) = self.short_strs.get_mut(slot) {
+            *e = (w.0, w.1, r);
+        }
+        r
+    }
+    fn push_new_str(&mut self, s: &str) -> StrRef {
         let off = self.text.len() as u32;
         self.text.push_str(s);
         StrRef {
@@ -125,14 +285,28 @@ impl Store {
         }
         t.find(&self.keys, s, t.hash(s)).ok()
     }
-    pub fn list(&self, v: Val) -> &[Val] {
-        match v {
+    /// The elements of list `v` (none if `v` is not a list).
+    pub fn list(&self, v: Val) -> Vals<'_> {
+        let vals = match v {
             Val::List { start, len } => self
                 .vals
-                .get(start as usize..(start + len) as usize)
+                .get(start as usize..start as usize + len as usize)
                 .unwrap_or(&[]),
             _ => &[],
+        };
+        Vals {
+            vals,
+            wide: &self.wide,
         }
+    }
+    /// `v` as the store keeps it.
+    #[inline]
+    fn pack(&mut self, v: Val) -> Packed {
+        Packed::pack(v).unwrap_or_else(|| {
+            let i = self.wide.len() as u64;
+            self.wide.push(v);
+            Packed(T_WIDE << 48 | i)
+        })
     }
     /// The members of object `v` (none if `v` is not an object).
     pub fn obj(&self, v: Val) -> Obj<'_> {
@@ -147,10 +321,13 @@ impl Store {
                 .shape_keys
                 .get(ks as usize..(ks + len) as usize)
                 .unwrap_or(&[]),
-            vals: self
-                .vals
-                .get(start as usize..start as usize + len as usize)
-                .unwrap_or(&[]),
+            vals: Vals {
+                vals: self
+                    .vals
+                    .get(start as usize..start as usize + len as usize)
+                    .unwrap_or(&[]),
+                wide: &self.wide,
+            },
         }
     }
     /// Value of `key` in object `v` (None if `v` is not an object or has no such key).
@@ -167,17 +344,23 @@ impl Store {
     pub fn mark(&self) -> Mark {
         Mark {
             vals: self.vals.len(),
+            wide: self.wide.len(),
             text: self.text.len(),
         }
     }
     /// Forgets every value added since `m` (interned keys stay; they are harmless).
     pub fn rewind(&mut self, m: Mark) {
         self.vals.truncate(m.vals);
+        self.wide.truncate(m.wide);
         self.text.truncate(m.text);
     }
     pub fn new_list(&mut self, items: &[Val]) -> Val {
         let start = self.vals.len() as u32;
-        self.vals.extend_from_slice(items);
+        self.vals.reserve(items.len());
+        for &v in items {
+            let p = self.pack(v);
+            self.vals.push(p);
+        }
         Val::List {
             start,
             len: items.len() as u32,
@@ -185,7 +368,11 @@ impl Store {
     }
     pub fn new_obj(&mut self, items: &[(KeyId, Val)]) -> Val {
         let start = self.vals.len() as u32;
-        self.vals.extend(items.iter().map(|(_, v)| *v));
+        self.vals.reserve(items.len());
+        for &(_, v) in items {
+            let p = self.pack(v);
+            self.vals.push(p);
+        }
         let shape = self.shape_of(items.iter().map(|(k, _)| *k));
         Val::Obj { start, shape }
     }
@@ -226,7 +413,7 @@ impl Store {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Obj<'a> {
     keys: &'a [KeyId],
-    vals: &'a [Val],
+    vals: Vals<'a>,
 }
 
 impl<'a> Obj<'a> {
@@ -237,30 +424,33 @@ impl<'a> Obj<'a> {
         self.len() == 0
     }
     /// (key, value) in order.
-    pub fn iter(&self) -> std::iter::Zip<std::slice::Iter<'a, KeyId>, std::slice::Iter<'a, Val>> {
-        self.keys.iter().zip(self.vals.iter())
+    pub fn iter(&self) -> ObjIter<'a> {
+        self.keys.iter().copied().zip(self.vals.iter())
     }
     /// The value of `k`.
     pub fn get(&self, k: KeyId) -> Option<Val> {
         self.keys
             .iter()
             .position(|x| *x == k)
-            .and_then(|i| self.vals.get(i).copied())
+            .and_then(|i| self.vals.get(i))
     }
     pub fn to_vec(&self) -> Vec<(KeyId, Val)> {
-        self.iter().map(|(k, v)| (*k, *v)).collect()
+        self.iter().collect()
     }
     pub fn keys(&self) -> &'a [KeyId] {
         self.keys
     }
-    pub fn vals(&self) -> &'a [Val] {
+    pub fn vals(&self) -> Vals<'a> {
         self.vals
     }
 }
 
+/// The members of an [`Obj`], in order.
+pub type ObjIter<'a> = std::iter::Zip<std::iter::Copied<std::slice::Iter<'a, KeyId>>, ValIter<'a>>;
+
 impl<'a> IntoIterator for Obj<'a> {
-    type Item = (&'a KeyId, &'a Val);
-    type IntoIter = std::iter::Zip<std::slice::Iter<'a, KeyId>, std::slice::Iter<'a, Val>>;
+    type Item = (KeyId, Val);
+    type IntoIter = ObjIter<'a>;
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
     }
@@ -441,6 +631,7 @@ impl LineBase {
 #[derive(Debug, Clone, Copy)]
 pub struct Mark {
     vals: usize,
+    wide: usize,
     text: usize,
 }
 
@@ -987,12 +1178,7 @@ impl<'a> Reader<'a> {
                 let Some(s) = self.plain_str() else {
                     return self.push_value(store, depth, key);
                 };
-                let off = store.text.len() as u32;
-                store.text.push_str(s);
-                Val::Str(StrRef {
-                    off,
-                    len: s.len() as u32,
-                })
+                Val::Str(store.push_str(s))
             }
             Some(b'-' | b'0'..=b'9') => self.number(store)?,
             Some(b't') if self.lit(b"true") => Val::Bool(true),
@@ -1113,31 +1299,18 @@ impl<'a> Reader<'a> {
                         }
                     }
                 }
-                let start = store.vals.len() as u32;
-                store
-                    .vals
-                    .extend_from_slice(self.stack_vals.get(base..).unwrap_or(&[]));
+                let v = store.new_list(self.stack_vals.get(base..).unwrap_or(&[]));
                 self.stack_vals.truncate(base);
-                Val::List {
-                    start,
-                    len: store.vals.len() as u32 - start,
-                }
+                v
             }
-            Some(b'"') => {
-                let off = store.text.len() as u32;
-                match self.plain_str() {
-                    Some(s) => store.text.push_str(s),
-                    None => {
-                        let s = self.read_str()?;
-                        // `scratch` is borrowed; copy into the store's buffer.
-                        store.text.push_str(s);
-                    }
+            Some(b'"') => match self.plain_str() {
+                Some(s) => Val::Str(store.push_str(s)),
+                None => {
+                    let s = self.read_str()?;
+                    // `scratch` is borrowed; copy into the store's buffer.
+                    Val::Str(store.push_str(s))
                 }
-                Val::Str(StrRef {
-                    off,
-                    len: store.text.len() as u32 - off,
-                })
-            }
+            },
             Some(b't') if self.lit(b"true") => Val::Bool(true),
             Some(b'f') if self.lit(b"false") => Val::Bool(false),
             Some(b'n') if self.lit(b"null") => Val::Null,
@@ -1244,7 +1417,7 @@ mod fast_path_tests {
 
     fn parse_str(doc: &str) -> String {
         let (s, v) = parse(doc.as_bytes()).unwrap();
-        s.as_str(s.list(v)[0]).unwrap().to_string()
+        s.as_str(s.list(v).get(0).unwrap()).unwrap().to_string()
     }
 
     #[test]
@@ -1577,7 +1750,7 @@ mod fast_path_tests {
         doc.push_str("\"k0\": 1, \"k64\": 2, \"k0\": 3, \"k1\": 4}}");
         let (s, v) = parse(doc.as_bytes()).unwrap();
         let x = s.get(v, "x").unwrap();
-        let keys: Vec<&str> = s.obj(x).iter().map(|(k, _)| s.key(*k)).collect();
+        let keys: Vec<&str> = s.obj(x).iter().map(|(k, _)| s.key(k)).collect();
         assert_eq!(keys, ["k0", "k64", "k1"]);
         assert_eq!(s.get(x, "k0"), Some(Val::Int(3)));
     }
@@ -1682,7 +1855,7 @@ mod tests {
     fn objects_share_key_lists() {
         let (s, v) = parse(br#"[{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"b": 5, "a": 6}, {}, {"a": 7, "b": 8, "a": 9}, {"x": {"a": 0, "b": 0}}]"#).unwrap();
         let l = s.list(v);
-        let text: Vec<String> = l.iter().map(|x| crate::pyfmt::py_str(&s, *x)).collect();
+        let text: Vec<String> = l.iter().map(|x| crate::pyfmt::py_str(&s, x)).collect();
         assert_eq!(
             text,
             [
@@ -1696,10 +1869,13 @@ mod tests {
         );
         // ab, ba, {}, x
         assert_eq!(s.shapes.len(), 4);
-        assert_eq!(s.obj_len(l[2]), 2);
-        assert_eq!(s.obj_len(l[3]), 0);
-        assert_eq!(s.obj_len(l[0]), 2);
-        assert_eq!(s.obj(l[1]).get(s.find_key("b").unwrap()), Some(Val::Int(4)));
+        assert_eq!(s.obj_len(l.get(2).unwrap()), 2);
+        assert_eq!(s.obj_len(l.get(3).unwrap()), 0);
+        assert_eq!(s.obj_len(l.get(0).unwrap()), 2);
+        assert_eq!(
+            s.obj(l.get(1).unwrap()).get(s.find_key("b").unwrap()),
+            Some(Val::Int(4))
+        );
         assert!(s.obj(Val::Int(1)).is_empty());
     }
 
@@ -1709,7 +1885,7 @@ mod tests {
         let o = s.obj(v);
         assert_eq!(o.len(), 2);
         assert_eq!(s.key(o.keys()[0]), "a");
-        assert_eq!(o.vals()[0], Val::Int(3));
+        assert_eq!(o.vals().get(0).unwrap(), Val::Int(3));
     }
 
     /// Regression: duplicate detection switches to a hash index past 32 keys (construct.json has
@@ -1765,6 +1941,110 @@ mod tests {
     fn unicode_escapes() {
         let (s, v) = parse(br#"["\u00e9\ud83d\ude00\n"]"#).unwrap();
         let l = s.list(v);
-        assert_eq!(s.as_str(l[0]), Some("é😀\n"));
+        assert_eq!(s.as_str(l.get(0).unwrap()), Some("é😀\n"));
+    }
+
+    /// Every kind of value comes back from the store bit for bit, in a word or through `wide`.
+    #[test]
+    fn packed_values_round_trip() {
+        let mut s = Store::default();
+        let long = "x".repeat(70_000);
+        let r_long = s.push_str(&long);
+        let r_short = s.push_str("torch.float32");
+        let floats = [
+            0.0,
+            -0.0,
+            1.5,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::from_bits(0xFFF8_0000_0000_0000), // x86's default NaN
+            f64::from_bits(0xFFF9_0000_0000_0001), // a NaN among the tags
+            f64::from_bits(0xFFFF_FFFF_FFFF_FFFF),
+            f64::from_bits(0x7FF0_0000_0000_0001), // a signalling NaN
+        ];
+        let mut vals = vec![Val::Null, Val::Bool(false), Val::Bool(true)];
+        for i in [
+            0,
+            1,
+            -1,
+            (1 << 47) - 1,
+            -(1 << 47),
+            1 << 47,
+            -(1 << 47) - 1,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            vals.push(Val::Int(i));
+        }
+        vals.extend(floats.iter().map(|&x| Val::Float(x)));
+        vals.extend([
+            Val::Str(r_long),
+            Val::Str(r_short),
+            Val::BigInt(r_long),
+            Val::BigInt(r_short),
+            Val::List {
+                start: u32::MAX,
+                len: 0xFFFF,
+            },
+            Val::List {
+                start: 7,
+                len: 1 << 16,
+            },
+            Val::Obj {
+                start: u32::MAX,
+                shape: 0xFFFF,
+            },
+            Val::Obj {
+                start: 3,
+                shape: u32::MAX,
+            },
+        ]);
+        let l = s.new_list(&vals);
+        let back = s.list(l).to_vec();
+        assert_eq!(back.len(), vals.len());
+        for (a, b) in vals.iter().zip(&back) {
+            match (a, b) {
+                (Val::Float(x), Val::Float(y)) => assert_eq!(x.to_bits(), y.to_bits()),
+                _ => assert_eq!(a, b),
+            }
+        }
+        // The same through an object, and backwards.
+        let k = s.intern_key("k");
+        let pairs: Vec<(KeyId, Val)> = vals.iter().map(|&v| (k, v)).collect();
+        let o = s.new_obj(&pairs);
+        assert_eq!(s.obj(o).vals().iter().rev().count(), vals.len());
+        assert!(s.obj(o).iter().zip(&vals).all(|((kk, x), y)| kk == k
+            && match (x, y) {
+                (Val::Float(x), Val::Float(y)) => x.to_bits() == y.to_bits(),
+                _ => x == *y,
+            }));
+        // A rewind forgets escapes too.
+        let m = s.mark();
+        let _ = s.new_list(&[Val::Int(i64::MAX)]);
+        s.rewind(m);
+        let again = s.new_list(&[Val::Int(i64::MIN)]);
+        assert_eq!(s.list(again).first(), Some(Val::Int(i64::MIN)));
+    }
+
+    /// A short string seen just before is stored once; after a rewind it is stored again.
+    #[test]
+    fn short_strings_stored_once() {
+        let mut s = Store::default();
+        let a = s.push_str("torch.Tensor");
+        let n = s.text.len();
+        let b = s.push_str("torch.Tensor");
+        assert_eq!(a, b);
+        assert_eq!(s.text.len(), n);
+        let m = s.mark();
+        s.rewind(Mark { text: 0, ..m });
+        let c = s.push_str("torch.Tensor");
+        assert_eq!(s.str(c), "torch.Tensor");
+        let long = "Module.module.model.layers.0.forward";
+        let (x, y) = (s.push_str(long), s.push_str(long));
+        assert_ne!(x, y);
+        assert_eq!(s.str(x), s.str(y));
     }
 }

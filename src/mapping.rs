@@ -544,7 +544,7 @@ fn frame_scope_of(
     };
     let mut lines: Vec<&str> = Vec::new();
     for l in store.list(sv) {
-        match store.as_str(*l) {
+        match store.as_str(l) {
             Some(s) => lines.push(s),
             None => return Err(format!("the stack of '{name}' is not a list of strings")),
         }

@@ -529,7 +529,7 @@ fn int_list(store: &Store, v: &Py) -> Option<Vec<i64>> {
         .list(*l)
         .iter()
         .map(|x| match x {
-            Val::Int(i) => Some(*i),
+            Val::Int(i) => Some(i),
             _ => None,
         })
         .collect()
@@ -800,7 +800,7 @@ fn transplant(src: &Store, v: Val, dst: &mut Store) -> Val {
             let items: Vec<Val> = src
                 .list(v)
                 .iter()
-                .map(|x| transplant(src, *x, dst))
+                .map(|x| transplant(src, x, dst))
                 .collect();
             dst.new_list(&items)
         }
@@ -809,8 +809,8 @@ fn transplant(src: &Store, v: Val, dst: &mut Store) -> Val {
                 .obj(v)
                 .iter()
                 .map(|(kk, x)| {
-                    let key = dst.intern_key(src.key(*kk));
-                    (key, transplant(src, *x, dst))
+                    let key = dst.intern_key(src.key(kk));
+                    (key, transplant(src, x, dst))
                 })
                 .collect();
             dst.new_obj(&items)
@@ -2173,14 +2173,14 @@ impl J {
                 store
                     .list(v)
                     .iter()
-                    .map(|x| J::from_val(store, *x))
+                    .map(|x| J::from_val(store, x))
                     .collect(),
             ),
             Val::Obj { .. } => J::Obj(
                 store
                     .obj(v)
                     .iter()
-                    .map(|(k2, x)| (store.key(*k2).to_string(), J::from_val(store, *x)))
+                    .map(|(k2, x)| (store.key(k2).to_string(), J::from_val(store, x)))
                     .collect(),
             ),
         }
@@ -2348,7 +2348,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
                 .store
                 .list(v)
                 .iter()
-                .map(|x| J::from_val(&dump.store, *x))
+                .map(|x| J::from_val(&dump.store, x))
                 .collect(),
             Stack::Val(Val::Null) => Vec::new(),
             Stack::Val(v) => vec![J::from_val(&dump.store, v)],

@@ -12,13 +12,13 @@ fn has_nan_inf(store: &Store, v: Val) -> bool {
         return false;
     }
     for (k, x) in store.obj(v) {
-        let k = store.key(*k);
+        let k = store.key(k);
         if k == "Max" || k == "Min" || k == "Mean" {
             // `str(v).lower() in ('inf', '-inf', 'nan')`: only floats and strings can print so.
             let hit = match x {
                 Val::Float(f) => !f.is_finite(),
                 Val::Str(r) => {
-                    let s = store.str(*r);
+                    let s = store.str(r);
                     s.len() <= 4
                         && matches!(s.to_ascii_lowercase().as_str(), "inf" | "-inf" | "nan")
                 }
@@ -39,7 +39,7 @@ fn has_anomaly(store: &Store, v: Val, depth: usize) -> bool {
         Val::List { .. } if depth < 400 => store
             .list(v)
             .iter()
-            .any(|x| has_anomaly(store, *x, depth + 1)),
+            .any(|x| has_anomaly(store, x, depth + 1)),
         _ => false,
     }
 }
@@ -157,7 +157,7 @@ pub fn entry_scene(store: &Store, name: &str, entry: Val) -> Option<OverflowLeve
     let output = e.get(k::OUTPUT).unwrap_or(Val::List { start: 0, len: 0 });
     let args = elems(store, input_args);
     let kwargs: Vec<(KeyId, Val)> = match input_kwargs {
-        Some(v @ Val::Obj { .. }) => store.obj(v).iter().map(|(k, x)| (*k, *x)).collect(),
+        Some(v @ Val::Obj { .. }) => store.obj(v).to_vec(),
         _ => Vec::new(),
     };
     let outs = elems(store, output);

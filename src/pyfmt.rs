@@ -330,7 +330,7 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                py_repr(store, *x, out);
+                py_repr(store, x, out);
             }
             out.push(']');
         }
@@ -340,9 +340,9 @@ pub fn py_repr(store: &Store, v: Val, out: &mut String) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                str_repr(store.key(*k), out);
+                str_repr(store.key(k), out);
                 out.push_str(": ");
-                py_repr(store, *x, out);
+                py_repr(store, x, out);
             }
             out.push('}');
         }
@@ -449,7 +449,7 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                json_dumps(store, *x, out);
+                json_dumps(store, x, out);
             }
             out.push(']');
         }
@@ -459,9 +459,9 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
                 if i > 0 {
                     out.push_str(", ");
                 }
-                json_str(store.key(*k), out);
+                json_str(store.key(k), out);
                 out.push_str(": ");
-                json_dumps(store, *x, out);
+                json_dumps(store, x, out);
             }
             out.push('}');
         }

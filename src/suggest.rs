@@ -253,12 +253,7 @@ fn tensor_of(
             } else {
                 let off = shapes.len() as u32;
                 for d in dims {
-                    shapes.push(
-                        Py::V(*d)
-                            .num(store)
-                            .map(|n| n.as_f64() as i64)
-                            .unwrap_or(-1),
-                    );
+                    shapes.push(Py::V(d).num(store).map(|n| n.as_f64() as i64).unwrap_or(-1));
                 }
                 Some((off, dims.len() as u8))
             }
