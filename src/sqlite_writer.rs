@@ -1237,9 +1237,21 @@ fn column_ranks(column: Column) -> Ranks {
             ByRank::Texts(firsts, Column::new(0))
         }
         Col::Any(keys) => {
-            let mut order: Vec<u32> = (0..n as u32).collect();
             let key = |r: u32| keys[r as usize];
+            // NULLs, then numbers (compared), then texts (the radix sort): SQLite's order.
+            // A text column with NULLs (`up_node`, `matched_node_link`) is mostly texts.
+            let (mut order, mut texts): (Vec<u32>, Vec<u32>) =
+                (0..n as u32).partition(|&r| !matches!(key(r), Key::Text(_)));
             order.sort_unstable_by(|&a, &b| column.cmp_keys(key(a), key(b)));
+            let text = |i: u32| match key(texts[i as usize]) {
+                Key::Text(o) => column.text_at(o),
+                _ => &[],
+            };
+            let sorted = sort_texts(texts.len(), &text);
+            let sorted: Vec<u32> = sorted.into_iter().map(|i| texts[i as usize]).collect();
+            texts = sorted;
+            order.extend_from_slice(&texts);
+            drop(texts);
             let mut values = Vec::new();
             assign(
                 &order,
@@ -1648,6 +1660,32 @@ mod tests {
         assert_eq!(num_cmp_if(3, 3.0), Ordering::Equal);
         assert_eq!(num_cmp_if(i64::MAX, 9.3e18), Ordering::Less);
         assert_eq!(num_cmp_if(i64::MIN, -9.3e18), Ordering::Greater);
+    }
+
+    /// Texts come back whole across chunk ends, including one longer than a chunk.
+    #[test]
+    fn text_arena_chunks() {
+        let mut a = TextArena::default();
+        let mut rng = Rng(7);
+        let mut kept = Vec::new();
+        for i in 0..3000 {
+            let n = match i {
+                1000 => TextArena::CHUNK + 10,
+                1001 => TextArena::CHUNK - 4,
+                _ => rng.below(2000) as usize,
+            };
+            let t: Vec<u8> = (0..n).map(|j| (j * 31 + i) as u8).collect();
+            let off = a.push(&t).unwrap();
+            kept.push((off, t));
+        }
+        assert!(a.chunks.len() > 3);
+        assert_eq!(
+            a.len(),
+            kept.iter().map(|(_, t)| t.len() + 4).sum::<usize>()
+        );
+        for (off, t) in &kept {
+            assert_eq!(a.get(*off), &t[..]);
+        }
     }
 
     /// A table `t (k TEXT PRIMARY KEY, a INTEGER, b TEXT, c, d TEXT)` with indexes on
