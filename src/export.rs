@@ -253,116 +253,189 @@ impl LinkWriter {
 /// Writes every node reachable from the root, in post-order (`node_to_db`), then its stacks.
 /// Returns the distributed nodes for [`distributed_analyse`].
 pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
-    let g = x.graph;
-    let graph_id = format!("{}_{}_{}", x.data_source, x.step, x.rank);
-    // Stack text -> stack id, in first-seen order (msprobe dedupes the texts).
-    let mut stacks: crate::HashMap<String, String> = crate::HashMap::default();
-    let mut stack_order: Vec<String> = Vec::new();
-    let mut dist = Vec::new();
-    // Many nodes share one stack value (stack.json groups them): format and look up each value
-    // once, then map the value straight to its id.
-    let mut id_of_key: crate::HashMap<(u8, u32, u32), String> = crate::HashMap::default();
-    let mut buf = String::new();
-    let mut items = ItemWriter::new(&x.dump.store);
-    let mut links = LinkWriter::default();
-    for (order, id) in g.post_order().into_iter().enumerate() {
-        let n = g.node(id);
-        let key = stack_key(n.stack);
-        let stack_id = match key.and_then(|k| id_of_key.get(&k)) {
-            Some(sid) => sid.clone(),
-            None => {
+    let rows = GraphRows::new(x);
+    let mut w = rows.writer();
+    let dist = rows.write(&mut w, 0..rows.len(), sink);
+    rows.write_stacks(sink);
+    dist
+}
+
+/// A graph's rows, ready to be formatted in parts (by several threads, in any order): the
+/// nodes in post-order and each one's stack id, decided in that order as msprobe does.
+pub struct GraphRows<'a> {
+    x: &'a GraphExport<'a>,
+    graph_id: String,
+    order: Vec<NodeId>,
+    /// The stack (an index in `stacks`) of each node of `order`.
+    stack_of: Vec<u32>,
+    /// Stack texts, in first-seen order (msprobe dedupes the texts).
+    stacks: Vec<String>,
+}
+
+/// What a thread keeps while it formats rows of one graph (caches and buffers).
+pub struct RowWriter<'s> {
+    items: ItemWriter<'s>,
+    links: LinkWriter,
+    buf: String,
+}
+
+impl<'a> GraphRows<'a> {
+    pub fn new(x: &'a GraphExport<'a>) -> GraphRows<'a> {
+        let g = x.graph;
+        let order = g.post_order();
+        let mut stacks: Vec<String> = Vec::new();
+        let mut by_text: crate::HashMap<String, u32> = crate::HashMap::default();
+        // Many nodes share one stack value (stack.json groups them): format and look up each
+        // value once, then map the value straight to its id.
+        let mut by_key: crate::HashMap<(u8, u32, u32), u32> = crate::HashMap::default();
+        let stack_of = order
+            .iter()
+            .map(|&id| {
+                let n = g.node(id);
+                let key = stack_key(n.stack);
+                if let Some(&sid) = key.and_then(|k| by_key.get(&k)) {
+                    return sid;
+                }
                 let st = stack_json(x.dump, n.stack);
-                let sid = match stacks.get(&st) {
-                    Some(s) => s.clone(),
-                    None => {
-                        let sid = format!("{graph_id}_{}", stacks.len());
-                        stacks.insert(st.clone(), sid.clone());
-                        stack_order.push(st);
-                        sid
-                    }
-                };
+                let sid = *by_text.entry(st).or_insert_with_key(|st| {
+                    stacks.push(st.clone());
+                    stacks.len() as u32 - 1
+                });
                 if let Some(k) = key {
-                    id_of_key.insert(k, sid.clone());
+                    by_key.insert(k, sid);
                 }
                 sid
-            }
-        };
-        let (input, output) = g.io(x.dump, id);
-        // The compare columns are written over the items as they are formatted
-        // (`compare::apply_results` without its copies).
-        let results = x
-            .comparison
-            .and_then(|c| c.results.get(&id))
-            .map(Vec::as_slice);
-        // Formatted into one reused buffer, then copied out at their exact size (growing a
-        // fresh String per cell reallocates several times).
-        buf.clear();
-        let f = NodeFormat::new(&n.name, x.mode);
-        items.map_with_results_into(&input, results, f, &mut buf);
-        let input_data = buf.as_str().to_owned();
-        buf.clear();
-        items.map_with_results_into(&output, results, f, &mut buf);
-        let output_data = buf.as_str().to_owned();
-        let sub_nodes = if n.children.is_empty() {
-            String::new()
-        } else {
-            // `json.dumps` of the children's names, written at its size.
-            let names = || n.children.iter().map(|c| g.node(*c).name.as_str());
-            let mut t = String::with_capacity(2 + names().map(|s| s.len() + 4).sum::<usize>());
-            t.push('[');
-            for (i, name) in names().enumerate() {
-                if i > 0 {
-                    t.push_str(", ");
+            })
+            .collect();
+        GraphRows {
+            x,
+            graph_id: format!("{}_{}_{}", x.data_source, x.step, x.rank),
+            order,
+            stack_of,
+            stacks,
+        }
+    }
+
+    /// The number of node rows.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// A writer for [`GraphRows::write`] (one per thread; it keeps caches across calls).
+    pub fn writer(&self) -> RowWriter<'a> {
+        RowWriter {
+            items: ItemWriter::new(&self.x.dump.store),
+            links: LinkWriter::default(),
+            buf: String::new(),
+        }
+    }
+
+    /// Formats the node rows `range` (positions in post-order) into `sink`; returns the
+    /// distributed nodes among them, in order.
+    pub fn write(
+        &self,
+        w: &mut RowWriter<'a>,
+        range: std::ops::Range<usize>,
+        sink: &mut dyn Sink,
+    ) -> Vec<DistNode> {
+        let x = self.x;
+        let g = x.graph;
+        let graph_id = self.graph_id.as_str();
+        let mut dist = Vec::new();
+        let range = range.start.min(self.len())..range.end.min(self.len());
+        for order in range {
+            let id = self.order[order];
+            let n = g.node(id);
+            let stack_id = format!("{graph_id}_{}", self.stack_of[order]);
+            let (input, output) = g.io(x.dump, id);
+            // The compare columns are written over the items as they are formatted
+            // (`compare::apply_results` without its copies).
+            let results = x
+                .comparison
+                .and_then(|c| c.results.get(&id))
+                .map(Vec::as_slice);
+            // Formatted into one reused buffer, then copied out at their exact size (growing a
+            // fresh String per cell reallocates several times).
+            let f = NodeFormat::new(&n.name, x.mode);
+            w.buf.clear();
+            w.items
+                .map_with_results_into(&input, results, f, &mut w.buf);
+            let input_data = w.buf.as_str().to_owned();
+            w.buf.clear();
+            w.items
+                .map_with_results_into(&output, results, f, &mut w.buf);
+            let output_data = w.buf.as_str().to_owned();
+            let sub_nodes = if n.children.is_empty() {
+                String::new()
+            } else {
+                // `json.dumps` of the children's names, written at its size.
+                let names = || n.children.iter().map(|c| g.node(*c).name.as_str());
+                let mut t = String::with_capacity(2 + names().map(|s| s.len() + 4).sum::<usize>());
+                t.push('[');
+                for (i, name) in names().enumerate() {
+                    if i > 0 {
+                        t.push_str(", ");
+                    }
+                    json_str(name, &mut t);
                 }
-                json_str(name, &mut t);
+                t.push(']');
+                t
+            };
+            let is_distributed = n.name.starts_with("Distributed");
+            if is_distributed {
+                dist.push(DistNode {
+                    name: n.name.clone(),
+                    input_data: input_data.clone(),
+                    precision: n.precision.map(|p| p.0),
+                    overflow: n.overflow.map(|o| o.as_str()),
+                });
             }
-            t.push(']');
-            t
-        };
-        let is_distributed = n.name.starts_with("Distributed");
-        if is_distributed {
-            dist.push(DistNode {
-                name: n.name.clone(),
-                input_data: input_data.clone(),
-                precision: n.precision.map(|p| p.0),
-                overflow: n.overflow.map(|o| o.as_str()),
+            sink.node(NodeRow {
+                id: [graph_id, "_", n.name.as_str()].concat(),
+                graph_id: graph_id.to_owned(),
+                node_order: order as i64,
+                node_name: n.name.clone(),
+                node_type: itoa::Buffer::new().format(n.op.value()).to_owned(),
+                up_node: n.parent.map(|p| g.node(p).name.clone()).unwrap_or_default(),
+                sub_nodes,
+                precision_index: n.precision.map(|p| p.0),
+                overflow_level: n.overflow.map(|o| o.as_str()),
+                micro_step_id: n.micro_step.unwrap_or(0),
+                matched_node_link: w.links.link(x.other, n.partner),
+                stack_id,
+                parallel_merge_info: g
+                    .merge_info
+                    .get(&id)
+                    .filter(|v| !v.is_empty())
+                    .map(|v| json_str_list(v))
+                    .unwrap_or_default(),
+                matched_distributed: "{}".into(),
+                modified: n.modified as i64,
+                input_data,
+                output_data,
+                data_source: x.data_source,
+                dump_data_dir: x.dump_data_dir.clone(),
+                step: x.step,
+                rank: x.rank,
+                is_distributed: is_distributed as i64,
             });
         }
-        sink.node(NodeRow {
-            id: [graph_id.as_str(), "_", n.name.as_str()].concat(),
-            graph_id: graph_id.clone(),
-            node_order: order as i64,
-            node_name: n.name.clone(),
-            node_type: itoa::Buffer::new().format(n.op.value()).to_owned(),
-            up_node: n.parent.map(|p| g.node(p).name.clone()).unwrap_or_default(),
-            sub_nodes,
-            precision_index: n.precision.map(|p| p.0),
-            overflow_level: n.overflow.map(|o| o.as_str()),
-            micro_step_id: n.micro_step.unwrap_or(0),
-            matched_node_link: links.link(x.other, n.partner),
-            stack_id,
-            parallel_merge_info: g
-                .merge_info
-                .get(&id)
-                .filter(|v| !v.is_empty())
-                .map(|v| json_str_list(v))
-                .unwrap_or_default(),
-            matched_distributed: "{}".into(),
-            modified: n.modified as i64,
-            input_data,
-            output_data,
-            data_source: x.data_source,
-            dump_data_dir: x.dump_data_dir.clone(),
-            step: x.step,
-            rank: x.rank,
-            is_distributed: is_distributed as i64,
-        });
+        dist
     }
-    for st in stack_order {
-        let id = stacks.get(&st).cloned().unwrap_or_default();
-        sink.stack(StackRow { id, stack_info: st });
+
+    /// The `tb_stack` rows, in first-seen order.
+    pub fn write_stacks(&self, sink: &mut dyn Sink) {
+        for (i, st) in self.stacks.iter().enumerate() {
+            sink.stack(StackRow {
+                id: format!("{}_{i}", self.graph_id),
+                stack_info: st.clone(),
+            });
+        }
     }
-    dist
 }
 
 const DESC_SUMMARY: &str = "此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大";

@@ -380,6 +380,19 @@ fn indexes_rebuilt_by_sqlite_over_the_key_budget() {
     );
 }
 
+/// The CLI formats the rows in parts shared by two threads (4096 rows: only the fixtures'
+/// largest graphs have two); parts of 7 rows give the same file.
+#[test]
+fn rows_formatted_in_small_parts() {
+    for (case, variant) in [
+        ("qwen_mix_statistics", "map"),
+        ("qwen_two_ranks", "map"),
+        ("ms_real_tensor", "overflow"),
+    ] {
+        run_variant_with(case, variant, None, &[("PROBELENS_EXPORT_PART", "7")]);
+    }
+}
+
 #[test]
 fn all_variants_covered() {
     let listed = [

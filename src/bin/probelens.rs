@@ -2,7 +2,9 @@
 //! `.vis.db`. All IO (files, clock, SQLite, terminal) lives here; the library does none.
 
 use probelens::error::{Error, Result};
-use probelens::export::{self, ConfigRow, DistNode, GraphExport, NodeRow, Sink, StackRow};
+use probelens::export::{
+    self, ConfigRow, DistNode, GraphExport, GraphRows, NodeRow, RowWriter, Sink, StackRow,
+};
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, Files, PairPlan, Plan, RunOptions};
 use probelens::sqlite_writer::Writer;
@@ -747,24 +749,11 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         res.npu.graph.nodes.len()
                             + res.bench.as_ref().map_or(0, |b| b.graph.nodes.len()),
                     ));
-                    // The two graphs are formatted on two threads (row ids are per graph, and the
-                    // database does not depend on the order of inserts).
-                    let (dn, db) = std::thread::scope(|s| {
-                        let other = bx.as_ref().map(|bx| {
-                            let mut bsink = sink.sibling();
-                            s.spawn(move || {
-                                let d = export::export_graph(bx, &mut bsink);
-                                bsink.flush();
-                                d
-                            })
-                        });
-                        let dn = export::export_graph(&nx, &mut sink);
-                        let db = other.map(|h| match h.join() {
-                            Ok(d) => d,
-                            Err(p) => std::panic::resume_unwind(p),
-                        });
-                        (dn, db)
-                    });
+                    let mut graphs = vec![&nx];
+                    graphs.extend(bx.as_ref());
+                    let mut dists = export_graphs(&graphs, &mut sink).into_iter();
+                    let dn = dists.next().unwrap_or_default();
+                    let db = dists.next();
                     push_dist(&mut dist, "NPU", pair.step, pair.rank, dn);
                     if let Some(db) = db {
                         push_dist(&mut dist, "Bench", pair.step, pair.rank, db);
@@ -1075,6 +1064,77 @@ fn compare_only(
         eprintln!("probelens: total {:.3}s", t0.elapsed().as_secs_f64());
     }
     Ok(PathBuf::new())
+}
+
+/// Rows in a part of [`export_graphs`]: 4096, or `PROBELENS_EXPORT_PART` (tests: small parts on
+/// the fixtures' small graphs).
+fn export_part() -> usize {
+    std::env::var("PROBELENS_EXPORT_PART")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(4096)
+}
+
+/// Formats the rows of `graphs` on two threads, in parts of [`export_part`] rows that each thread
+/// takes in turn from a shared counter, then their stacks; returns each graph's distributed
+/// nodes in order. The NPU graph, which carries the compare columns, takes longer than the
+/// Bench graph: with a graph per thread one core waited for the other for ~0.1 s. The database
+/// does not depend on the order of the inserts (node rows carry their `node_order`).
+fn export_graphs(graphs: &[&GraphExport], sink: &mut ChanSink) -> Vec<Vec<DistNode>> {
+    let part = export_part();
+    let rows: Vec<GraphRows> = graphs.iter().map(|x| GraphRows::new(x)).collect();
+    let parts: Vec<(usize, std::ops::Range<usize>)> = rows
+        .iter()
+        .enumerate()
+        .flat_map(|(g, r)| {
+            (0..r.len())
+                .step_by(part)
+                .map(move |a| (g, a..(a + part).min(r.len())))
+        })
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = |sink: &mut ChanSink| -> Vec<(usize, Vec<DistNode>)> {
+        let mut writers: Vec<Option<RowWriter>> = rows.iter().map(|_| None).collect();
+        let mut found = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some((g, range)) = parts.get(i) else {
+                break;
+            };
+            let (Some(r), Some(w)) = (rows.get(*g), writers.get_mut(*g)) else {
+                break;
+            };
+            let d = r.write(w.get_or_insert_with(|| r.writer()), range.clone(), sink);
+            if !d.is_empty() {
+                found.push((i, d));
+            }
+        }
+        sink.flush();
+        found
+    };
+    let mut found = std::thread::scope(|s| {
+        let mut other = sink.sibling();
+        let work = &work;
+        let h = s.spawn(move || work(&mut other));
+        let mut found = work(sink);
+        match h.join() {
+            Ok(f) => found.extend(f),
+            Err(p) => std::panic::resume_unwind(p),
+        }
+        found
+    });
+    found.sort_by_key(|(i, _)| *i);
+    let mut dist: Vec<Vec<DistNode>> = rows.iter().map(|_| Vec::new()).collect();
+    for (i, d) in found {
+        if let Some(v) = parts.get(i).and_then(|(g, _)| dist.get_mut(*g)) {
+            v.extend(d);
+        }
+    }
+    for r in &rows {
+        r.write_stacks(sink);
+    }
+    dist
 }
 
 fn push_dist(
