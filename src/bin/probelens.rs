@@ -31,14 +31,16 @@ const MI_OPTION_ALLOW_THP: std::os::raw::c_int = 43;
 
 /// By default mimalloc hands freed pages back to the OS after 10 ms; a compare frees and grows
 /// hundreds of MB in bursts, so the same pages were decommitted and faulted in (zeroed) again and
-/// again: a third of the run was the kernel clearing pages. One second keeps them for the run
-/// without raising the peak (measured on the 80-layer pair: 7.8 s -> 3.4 s wall, same RSS).
+/// again: a third of the run was the kernel clearing pages (80-layer pair: 7.8 s at 10 ms, 3.4 s
+/// at one second). 100 ms keeps the speed and ~20 MB less at the peak than one second, which
+/// held freed parse and compare buffers past the compare (no-db peak 278 -> 258 MB; 0 ms: 253 MB
+/// but a third more system time).
 /// Transparent huge pages (mimalloc asks for them with `madvise`) made the kernel zero 2 MiB at
 /// a time on first touch: without them system time fell from ~2.4 s to ~1 s on the same pair.
 fn tune_allocator() {
     // SAFETY: plain option setters of the allocator this binary links; no pointers involved.
     unsafe {
-        mi_option_set(MI_OPTION_PURGE_DELAY, 1000);
+        mi_option_set(MI_OPTION_PURGE_DELAY, 100);
         mi_option_set(MI_OPTION_ALLOW_THP, 0);
     }
     // mimalloc reads `allow_thp` once at start-up (before `main`), where it would disable THP
