@@ -7,11 +7,12 @@
 //! steps, B-tree searches and page balancing, to build a file whose content is known up front.
 //! Here each row is encoded once into a record and packed into the table's current leaf page as
 //! it arrives. The indexed columns are kept aside, compactly (integers and text offsets, repeated
-//! texts stored once); at the end each column is ranked once (texts by an 8-bytes-at-a-time radix
-//! sort), each index sorts its rows by their packed rank tuple, and its B-tree is packed bottom-up,
-//! as SQLite's own `CREATE INDEX` does. The result is an ordinary database: the tests read every
-//! file back through SQLite, run `PRAGMA integrity_check`, scan every index against SQLite's own
-//! sort, and let SQLite change the file afterwards.
+//! texts stored once, texts front-coded against an earlier whole one); at the end each column is
+//! ranked once (texts by an 8-bytes-at-a-time radix sort), each index sorts its rows by their
+//! packed rank tuple, and its B-tree is packed bottom-up, as SQLite's own `CREATE INDEX` does.
+//! The result is an ordinary database: the tests read every file back through SQLite, run
+//! `PRAGMA integrity_check`, scan every index against SQLite's own sort, and let SQLite change the
+//! file afterwards.
 //!
 //! What it writes: 64 KiB pages, schema format 4, UTF-8, no auto-vacuum, no freelist, rollback
 //! journal mode (file format version 1); tables with implicit rowids 1, 2, … in insert order; the
@@ -132,13 +133,14 @@ fn int_serial(v: i64) -> (u64, usize) {
     }
 }
 
-/// A value as a record holds it: a row's [`Value`] or an index key's (texts as bytes).
+/// A value as a record holds it: a row's [`Value`] or an index key's (texts as bytes, an index
+/// key's possibly in two parts: see [`TextArena`]).
 #[derive(Clone, Copy, Debug)]
 enum Raw<'a> {
     Null,
     Int(i64),
     Real(f64),
-    Text(&'a [u8]),
+    Text(Txt<'a>),
 }
 
 impl<'a> From<Value<'a>> for Raw<'a> {
@@ -147,7 +149,7 @@ impl<'a> From<Value<'a>> for Raw<'a> {
             Value::Null => Raw::Null,
             Value::Int(i) => Raw::Int(i),
             Value::Real(f) => Raw::Real(f),
-            Value::Text(t) => Raw::Text(t.as_bytes()),
+            Value::Text(t) => Raw::Text(Txt::whole(t.as_bytes())),
         }
     }
 }
@@ -170,7 +172,7 @@ impl Raw<'_> {
                 out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
             }
             Raw::Real(f) => out.extend_from_slice(&f.to_bits().to_be_bytes()),
-            Raw::Text(t) => out.extend_from_slice(t),
+            Raw::Text(t) => t.put(out),
         }
     }
 }
@@ -506,55 +508,262 @@ impl Dedup {
     const TRIAL: usize = 4096;
 }
 
-/// Texts in fixed-size chunks, each a 4-byte little-endian length then the bytes, never split
-/// across chunks; a text's offset is its chunk's number in the high 32 bits and its position in
-/// the low ones. Unlike one growing buffer, it never holds twice its size while it grows (the
-/// scale pair's keys are ~80 MB of texts: the doubling and the copy were ~100 MB more at the peak).
+/// A kept text as two parts, `head` then `tail`: a front-coded text's prefix (the bytes it shares
+/// with its anchor, see [`TextArena`]) and the rest; a whole text is all `head`. Compared,
+/// sorted and written as the bytes of both.
+#[derive(Clone, Copy, Debug, Default)]
+struct Txt<'a> {
+    head: &'a [u8],
+    tail: &'a [u8],
+}
+
+impl<'a> Txt<'a> {
+    fn whole(t: &'a [u8]) -> Txt<'a> {
+        Txt { head: t, tail: &[] }
+    }
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+    /// The bytes from `i` to the end of the part that holds byte `i` (empty past the end).
+    fn run(&self, i: usize) -> &'a [u8] {
+        match self.head.get(i..) {
+            Some(h) if !h.is_empty() => h,
+            _ => self
+                .tail
+                .get(i.saturating_sub(self.head.len())..)
+                .unwrap_or_default(),
+        }
+    }
+    /// The text without its first `n` bytes.
+    fn skip(&self, n: usize) -> Txt<'a> {
+        match self.head.get(n..) {
+            Some(head) => Txt {
+                head,
+                tail: self.tail,
+            },
+            None => Txt {
+                head: &[],
+                tail: self.tail.get(n - self.head.len()..).unwrap_or_default(),
+            },
+        }
+    }
+    /// The first `n` bytes (all of them if fewer).
+    fn take(&self, n: usize) -> Txt<'a> {
+        match self.head.get(..n) {
+            Some(head) => Txt { head, tail: &[] },
+            None => Txt {
+                head: self.head,
+                tail: self.tail.get(..n - self.head.len()).unwrap_or(self.tail),
+            },
+        }
+    }
+    /// The (up to) 8 bytes from `i` as a big-endian integer, zeros after the end, and how many
+    /// there are.
+    fn load8(&self, i: usize) -> (u64, u8) {
+        if let Some(&[a, b, c, d, e, f, g, h]) = self.head.get(i..i.wrapping_add(8)) {
+            return (u64::from_be_bytes([a, b, c, d, e, f, g, h]), 8);
+        }
+        let mut b = [0u8; 8];
+        let first = self.run(i);
+        let mut n = first.len().min(8);
+        b[..n].copy_from_slice(&first[..n]);
+        if n < 8 && i < self.head.len() {
+            // The head ended: the rest from the tail.
+            let more = self.tail.len().min(8 - n);
+            b[n..n + more].copy_from_slice(&self.tail[..more]);
+            n += more;
+        }
+        (u64::from_be_bytes(b), n as u8)
+    }
+    /// Whether the text is `t`.
+    fn is(&self, t: &[u8]) -> bool {
+        t.len() == self.len() && {
+            let (h, r) = t.split_at(self.head.len());
+            h == self.head && r == self.tail
+        }
+    }
+    fn put(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.head);
+        if !self.tail.is_empty() {
+            out.extend_from_slice(self.tail);
+        }
+    }
+    fn to_vec(self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        self.put(&mut v);
+        v
+    }
+}
+
+impl PartialEq for Txt<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        if self.len() != o.len() {
+            return false;
+        }
+        // Part by part (`==` on slices: memcmp).
+        let mut i = 0;
+        while i < self.len() {
+            let (x, y) = (self.run(i), o.run(i));
+            let m = x.len().min(y.len());
+            if m == 0 || x[..m] != y[..m] {
+                return false;
+            }
+            i += m;
+        }
+        true
+    }
+}
+
+impl Eq for Txt<'_> {}
+
+impl PartialOrd for Txt<'_> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// By bytes, a prefix first (SQLite's BINARY).
+impl Ord for Txt<'_> {
+    fn cmp(&self, o: &Self) -> Ordering {
+        let i = mismatch_txt(*self, *o);
+        match (self.run(i).first(), o.run(i).first()) {
+            (Some(x), Some(y)) => x.cmp(y),
+            _ => self.len().cmp(&o.len()),
+        }
+    }
+}
+
+/// Texts in fixed-size chunks, never split across chunks; a text's offset is its chunk's number
+/// in the high 32 bits and its position in the low ones. Unlike one growing buffer, it never holds
+/// twice its size while it grows (the scale pair's keys were ~80 MB of texts: the doubling and the
+/// copy were ~100 MB more at the peak).
+///
+/// Texts are front-coded: one that shares at least [`TextArena::MIN_PREFIX`] bytes with its
+/// chunk's current anchor is kept as that prefix's length, where the anchor's bytes are, and the
+/// rest; any other is kept whole and becomes the anchor. One level only: an anchor is always
+/// whole, so a text is read with at most one hop. A text that shares clearly more with the text
+/// before ([`TextArena::STALE`] bytes) than with the anchor starts a new anchor too (a row's
+/// `matched_node_link`, its ancestors' path, shares most of it with the rows around it, less and
+/// less with a row far before). On the scale pair the kept texts of `tb_nodes` go from ~80 to
+/// ~20 MB (`matched_node_link` 57 -> ~7 MB).
+///
+/// An entry: a 4-byte little-endian `len << 1 | front_coded`; a whole text then has its `len`
+/// bytes; a front-coded one a 4-byte `prefix << 20 | back` (the prefix's length, at most
+/// [`TextArena::MAX_PREFIX`], and the distance back from the entry to its anchor's bytes, within
+/// the chunk), then the `len` bytes after the prefix. Fixed widths: the sort reads a text's
+/// parts at every level, so they are found without a loop.
 #[derive(Default)]
 struct TextArena {
     chunks: Vec<Vec<u8>>,
     bytes: usize,
+    /// The last chunk's anchor: where its bytes are, and how many.
+    anchor: Option<(usize, usize)>,
+    /// The text stored last, and how many bytes it shares with the anchor.
+    last: Option<(u64, usize)>,
 }
 
 impl TextArena {
     const CHUNK: usize = 1 << 20;
-    /// Bytes stored (lengths included).
+    /// The least prefix a text shares with the anchor to be front-coded (below this, the text is
+    /// the better anchor for the texts after it).
+    const MIN_PREFIX: usize = 12;
+    /// How many more bytes the text before may share with a text than the anchor does before
+    /// the text starts a new anchor.
+    const STALE: usize = 8;
+    /// The longest prefix kept as a prefix (12 bits; longer ones keep the rest in the tail).
+    const MAX_PREFIX: usize = (1 << 12) - 1;
+    /// The farthest back an anchor can be (20 bits: a chunk).
+    const MAX_BACK: usize = (1 << 20) - 1;
+    /// Bytes stored.
     fn len(&self) -> usize {
         self.bytes
     }
     fn push(&mut self, t: &[u8]) -> io::Result<u64> {
-        let len = u32::try_from(t.len())
-            .ok()
-            .filter(|&l| l < u32::MAX - 4)
-            .ok_or_else(|| invalid(format!("an indexed text of {} bytes", t.len())))?;
-        let need = t.len() + 4;
-        let room = self
-            .chunks
-            .last()
-            .is_some_and(|c| c.capacity() - c.len() >= need);
-        if !room {
-            let n = u32::try_from(self.chunks.len())
-                .map_err(|_| invalid("too many indexed texts".to_string()))?;
-            if n == u32::MAX {
-                return Err(invalid("too many indexed texts".to_string()));
-            }
-            self.chunks.push(Vec::with_capacity(need.max(Self::CHUNK)));
+        if t.len() >= 1 << 31 {
+            return Err(invalid(format!("an indexed text of {} bytes", t.len())));
         }
-        let chunk_no = self.chunks.len() - 1;
+        let front = self.front(t);
+        if front.is_none() {
+            let need = 4 + t.len();
+            let room = self
+                .chunks
+                .last()
+                .is_some_and(|c| c.capacity() - c.len() >= need);
+            if !room {
+                if u32::try_from(self.chunks.len()).map_or(true, |n| n == u32::MAX) {
+                    return Err(invalid("too many indexed texts".to_string()));
+                }
+                self.chunks.push(Vec::with_capacity(need.max(Self::CHUNK)));
+            }
+        }
+        let chunk_no = self.chunks.len().saturating_sub(1);
         let Some(c) = self.chunks.last_mut() else {
             return Err(invalid("no text chunk".to_string()));
         };
         let pos = c.len();
-        c.extend_from_slice(&len.to_le_bytes());
-        c.extend_from_slice(t);
-        self.bytes += need;
-        Ok(((chunk_no as u64) << 32) | pos as u64)
+        let shared = match front {
+            Some((p, kept, back)) => {
+                let rest = &t[kept..];
+                c.extend_from_slice(&((rest.len() as u32) << 1 | 1).to_le_bytes());
+                c.extend_from_slice(&((kept as u32) << 20 | back as u32).to_le_bytes());
+                c.extend_from_slice(rest);
+                p
+            }
+            None => {
+                c.extend_from_slice(&((t.len() as u32) << 1).to_le_bytes());
+                self.anchor = Some((c.len(), t.len()));
+                c.extend_from_slice(t);
+                t.len()
+            }
+        };
+        self.bytes += c.len() - pos;
+        let off = ((chunk_no as u64) << 32) | pos as u64;
+        self.last = Some((off, shared));
+        Ok(off)
     }
-    fn get(&self, off: u64) -> &[u8] {
+    /// How `t` is front-coded, if it is: the prefix it shares with the anchor, the part of it
+    /// kept as a prefix, and the distance back to the anchor from where `t` goes.
+    fn front(&self, t: &[u8]) -> Option<(usize, usize, usize)> {
+        let (a, alen) = self.anchor?;
+        let (last, last_shares) = self.last?;
+        let c = self.chunks.last()?;
+        // What `t` shares with the text before, then with the anchor (the text before shares
+        // `last_shares` bytes with it): one pass over `t`.
+        let before = mismatch_txt(self.get(last), Txt::whole(t));
+        let p = match before.cmp(&last_shares) {
+            Ordering::Less => before,
+            Ordering::Greater => last_shares,
+            Ordering::Equal => {
+                let anchor = c.get(a..a + alen)?;
+                before + mismatch(anchor.get(before..)?, t.get(before..)?)
+            }
+        };
+        if p < Self::MIN_PREFIX || before > p + Self::STALE {
+            return None;
+        }
+        let kept = p.min(Self::MAX_PREFIX);
+        let back = c.len() - a;
+        let fits = c.capacity() - c.len() >= 8 + t.len() - kept;
+        (fits && back <= Self::MAX_BACK).then_some((p, kept, back))
+    }
+    fn get(&self, off: u64) -> Txt<'_> {
         let c = &self.chunks[(off >> 32) as usize];
-        let o = (off & 0xffff_ffff) as usize;
-        let len = u32::from_le_bytes([c[o], c[o + 1], c[o + 2], c[o + 3]]) as usize;
-        &c[o + 4..o + 4 + len]
+        let pos = (off & 0xffff_ffff) as usize;
+        let word = |i: usize| match c.get(i..i + 4) {
+            Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]) as usize,
+            _ => 0,
+        };
+        let h = word(pos);
+        let len = h >> 1;
+        if h & 1 == 0 {
+            return Txt::whole(&c[pos + 4..pos + 4 + len]);
+        }
+        let link = word(pos + 4);
+        let a = pos - (link & Self::MAX_BACK);
+        Txt {
+            head: &c[a..a + (link >> 20)],
+            tail: &c[pos + 8..pos + 8 + len],
+        }
     }
 }
 
@@ -596,17 +805,17 @@ impl Column {
             Col::Any(v) => v.iter().any(|k| matches!(k, Key::Text(_))),
         }
     }
-    fn text_at(&self, off: u64) -> &[u8] {
+    fn text_at(&self, off: u64) -> Txt<'_> {
         self.text.get(off)
     }
     /// The offset of text `t`, stored now unless it is a known repeat.
     fn intern(&mut self, t: &[u8], hasher: &foldhash::fast::RandomState) -> io::Result<u64> {
-        if let Some(o) = self.dedup.last.filter(|&o| self.text_at(o) == t) {
+        if let Some(o) = self.dedup.last.filter(|&o| self.text_at(o).is(t)) {
             return Ok(o);
         }
         let h = std::hash::BuildHasher::hash_one(hasher, t);
         if let Some(seen) = &self.dedup.seen {
-            if let Some(&o) = seen.get(&h).filter(|&&o| self.text_at(o) == t) {
+            if let Some(&o) = seen.get(&h).filter(|&&o| self.text_at(o).is(t)) {
                 self.dedup.hits += 1;
                 self.dedup.last = Some(o);
                 return Ok(o);
@@ -645,7 +854,7 @@ impl Column {
                 if x == y {
                     Ordering::Equal
                 } else {
-                    self.text_at(x).cmp(self.text_at(y))
+                    self.text_at(x).cmp(&self.text_at(y))
                 }
             }
             (Key::Null, Key::Null) => Ordering::Equal,
@@ -993,7 +1202,7 @@ impl<O: Output> Writer<O> {
                 if let (true, Some(row)) = (j.3, dup) {
                     let r = &ranks[slots[0]];
                     let shown = match r.value(r.of_row[row as usize]) {
-                        Raw::Text(s) => String::from_utf8_lossy(s).into_owned(),
+                        Raw::Text(s) => String::from_utf8_lossy(&s.to_vec()).into_owned(),
                         v => format!("{v:?}"),
                     };
                     return Err(invalid(format!(
@@ -1245,7 +1454,7 @@ fn column_ranks(column: Column) -> Ranks {
             order.sort_unstable_by(|&a, &b| column.cmp_keys(key(a), key(b)));
             let text = |i: u32| match key(texts[i as usize]) {
                 Key::Text(o) => column.text_at(o),
-                _ => &[],
+                _ => Txt::default(),
             };
             let sorted = sort_texts(texts.len(), &text);
             let sorted: Vec<u32> = sorted.into_iter().map(|i| texts[i as usize]).collect();
@@ -1281,7 +1490,7 @@ fn column_ranks(column: Column) -> Ranks {
 /// by their next 8 bytes, read once into the sort items (names share long prefixes such as
 /// `Module.module.module.language_model.encoder.layers.`, where a comparison sort compares
 /// them again and again, with a cache miss into the text on both sides each time).
-fn sort_texts<'t>(n: usize, text: &dyn Fn(u32) -> &'t [u8]) -> Vec<u32> {
+fn sort_texts<'t>(n: usize, text: &impl Fn(u32) -> Txt<'t>) -> Vec<u32> {
     #[derive(Clone, Copy)]
     struct Item {
         chunk: u64,
@@ -1290,13 +1499,7 @@ fn sort_texts<'t>(n: usize, text: &dyn Fn(u32) -> &'t [u8]) -> Vec<u32> {
         text: u32,
     }
     let load = |it: &mut Item, depth: usize| {
-        let t = text(it.text);
-        let rest = t.get(depth..).unwrap_or_default();
-        let n = rest.len().min(8);
-        let mut b = [0u8; 8];
-        b[..n].copy_from_slice(&rest[..n]);
-        it.chunk = u64::from_be_bytes(b);
-        it.len = n as u8;
+        (it.chunk, it.len) = text(it.text).load8(depth);
     };
     let mut items: Vec<Item> = (0..n as u32)
         .map(|text| Item {
@@ -1336,20 +1539,37 @@ fn sort_texts<'t>(n: usize, text: &dyn Fn(u32) -> &'t [u8]) -> Vec<u32> {
 }
 
 /// How many bytes after `depth` all `texts` share.
-fn common_prefix<'t>(mut texts: impl Iterator<Item = &'t [u8]>, depth: usize) -> usize {
+fn common_prefix<'t>(mut texts: impl Iterator<Item = Txt<'t>>, depth: usize) -> usize {
     let Some(first) = texts.next() else {
         return 0;
     };
-    let first = first.get(depth..).unwrap_or_default();
+    let first = first.skip(depth);
     let mut n = first.len();
     for t in texts {
-        let t = t.get(depth..).unwrap_or_default();
-        n = mismatch(&first[..n], t);
+        n = mismatch_txt(first.take(n), t.skip(depth));
         if n == 0 {
             break;
         }
     }
     n
+}
+
+/// [`mismatch`] of two-part texts.
+fn mismatch_txt(a: Txt, b: Txt) -> usize {
+    // Front-coded on one anchor: the heads are the same bytes.
+    let mut i = if std::ptr::eq(a.head.as_ptr(), b.head.as_ptr()) {
+        a.head.len().min(b.head.len())
+    } else {
+        0
+    };
+    loop {
+        let (x, y) = (a.run(i), b.run(i));
+        let k = mismatch(x, y);
+        i += k;
+        if k < x.len().min(y.len()) || k == 0 {
+            return i;
+        }
+    }
 }
 
 /// The length of the common prefix of `a` and `b` (8 bytes at a time).
@@ -1628,13 +1848,25 @@ mod tests {
                 })
                 .collect();
             let refs: Vec<&[u8]> = texts.iter().map(|t| &t[..]).collect();
-            let got: Vec<&[u8]> = sort_texts(refs.len(), &|i| refs[i as usize])
+            // Each text also as two parts split anywhere (a front-coded text's head and tail).
+            let cuts: Vec<usize> = refs
                 .iter()
-                .map(|&i| refs[i as usize])
+                .map(|t| rng.below(t.len() as u64 + 1) as usize)
                 .collect();
-            let mut want = refs.clone();
-            want.sort();
-            assert_eq!(got, want, "round {round}");
+            for split in [false, true] {
+                let txt = |i: u32| {
+                    let t = refs[i as usize];
+                    let (head, tail) = t.split_at(if split { cuts[i as usize] } else { t.len() });
+                    Txt { head, tail }
+                };
+                let got: Vec<&[u8]> = sort_texts(refs.len(), &txt)
+                    .iter()
+                    .map(|&i| refs[i as usize])
+                    .collect();
+                let mut want = refs.clone();
+                want.sort();
+                assert_eq!(got, want, "round {round}");
+            }
         }
     }
 
@@ -1646,10 +1878,39 @@ mod tests {
         assert_eq!(mismatch(b"abcdefghij", b"abcXefghij"), 3);
         assert_eq!(mismatch(b"abcdefgh", b"abcdefghij"), 8);
         let t: [&[u8]; 3] = [b"Module.a.x", b"Module.a.y", b"Module.b"];
-        assert_eq!(common_prefix(t.iter().copied(), 0), 7);
-        assert_eq!(common_prefix(t.iter().copied(), 7), 0);
-        assert_eq!(common_prefix(t[..2].iter().copied(), 2), 7);
+        let whole = |t: &[&'static [u8]]| t.iter().map(|t| Txt::whole(t)).collect::<Vec<_>>();
+        assert_eq!(common_prefix(whole(&t).into_iter(), 0), 7);
+        assert_eq!(common_prefix(whole(&t).into_iter(), 7), 0);
+        assert_eq!(common_prefix(whole(&t[..2]).into_iter(), 2), 7);
         assert_eq!(common_prefix(std::iter::empty(), 0), 0);
+        // Two-part texts: the parts end at different places on each side.
+        let two = |t: &'static [u8], cut: usize| Txt {
+            head: &t[..cut],
+            tail: &t[cut..],
+        };
+        for (a, b) in [(0, 0), (3, 7), (7, 3), (10, 2), (1, 10)] {
+            let (x, y) = (two(b"Module.a.x", a), two(b"Module.a.y", b));
+            assert_eq!(mismatch_txt(x, y), 9, "{a} {b}");
+            assert_eq!(mismatch_txt(x, x), 10);
+            assert_eq!(x.cmp(&y), Ordering::Less);
+            assert_eq!(y.cmp(&x), Ordering::Greater);
+            assert_eq!(x.cmp(&two(b"Module.a.x", b)), Ordering::Equal);
+            assert_eq!(x.cmp(&two(b"Module.a.xy", b.min(11))), Ordering::Less);
+            assert_eq!(x.take(8).cmp(&x), Ordering::Less);
+            assert_eq!(x.skip(7).to_vec(), b"a.x");
+            assert_eq!(x.take(8).to_vec(), b"Module.a");
+            assert_eq!(x.take(80).to_vec(), b"Module.a.x");
+            assert_eq!(x.skip(80).len(), 0);
+            assert_eq!(x.load8(0), (u64::from_be_bytes(*b"Module.a"), 8));
+            assert_eq!(x.load8(6), (u64::from_be_bytes(*b".a.x\0\0\0\0"), 4));
+            assert_eq!(x.load8(10), (0, 0));
+            assert_eq!(x.load8(11), (0, 0));
+            assert_eq!(
+                common_prefix([x, y, two(b"Module.b", a.min(8))].into_iter(), 0),
+                7
+            );
+            assert_eq!(common_prefix([x, y].into_iter(), 2), 7);
+        }
     }
 
     #[test]
@@ -1679,12 +1940,91 @@ mod tests {
             kept.push((off, t));
         }
         assert!(a.chunks.len() > 3);
-        assert_eq!(
-            a.len(),
-            kept.iter().map(|(_, t)| t.len() + 4).sum::<usize>()
-        );
+        assert_eq!(a.len(), a.chunks.iter().map(|c| c.len()).sum::<usize>());
         for (off, t) in &kept {
-            assert_eq!(a.get(*off), &t[..]);
+            assert!(a.get(*off).is(t));
+            assert_eq!(a.get(*off).to_vec(), *t);
+        }
+    }
+
+    /// Texts like a node's path (a list of ancestors, each row near the one before), with empty
+    /// texts, non-ASCII names, unrelated texts, and some longer than a chunk.
+    fn paths(rng: &mut Rng, n: usize) -> Vec<Vec<u8>> {
+        let mut stack: Vec<String> = Vec::new();
+        (0..n)
+            .map(|i| {
+                for _ in 0..rng.below(3) + 2 * u64::from(stack.len() > 12) {
+                    stack.pop();
+                }
+                for _ in 0..rng.below(3) + usize::from(stack.is_empty()) as u64 {
+                    let name = match rng.below(6) {
+                        0 => format!("模块.层.{}", rng.below(40)),
+                        1 => format!("Tensor.__mul__.{}.forward", rng.below(20_000)),
+                        _ => format!("Module.0.module.decoder.layers.{}.mlp", rng.below(30)),
+                    };
+                    stack.push(name);
+                }
+                match rng.below(50) {
+                    0 => Vec::new(),
+                    1 => text(rng, 30).into_bytes(),
+                    _ if i % 4999 == 100 || i % 4999 == 101 => {
+                        let mut t = format!("{stack:?}").into_bytes();
+                        t.resize(TextArena::CHUNK + rng.below(5000) as usize, b'z');
+                        t
+                    }
+                    _ => format!("{stack:?}").into_bytes(),
+                }
+            })
+            .collect()
+    }
+
+    /// Front-coded texts come back whole: prefixes shared with an anchor, anchors, empty texts,
+    /// texts longer than a chunk, non-ASCII; repeats stored once.
+    #[test]
+    fn front_coded_texts_read_back() {
+        let hasher = foldhash::fast::RandomState::default();
+        for seed in [1, 2, 3] {
+            let mut rng = Rng(seed * 7919);
+            let texts = paths(&mut rng, 20_000);
+            let mut a = TextArena::default();
+            let offs: Vec<u64> = texts.iter().map(|t| a.push(t).unwrap()).collect();
+            let mut front = 0;
+            for (o, t) in offs.iter().zip(&texts) {
+                let got = a.get(*o);
+                assert!(got.is(t));
+                assert_eq!(got.to_vec(), *t);
+                assert_eq!(got, Txt::whole(t));
+                if !got.tail.is_empty() || got.head.len() < t.len() {
+                    // Front-coded: the head is the anchor's, at least the least prefix.
+                    assert!(got.head.len() >= TextArena::MIN_PREFIX);
+                    front += 1;
+                }
+            }
+            let long = |t: &&Vec<u8>| t.len() > TextArena::CHUNK;
+            let raw: usize = texts.iter().filter(|t| !long(t)).map(|t| t.len()).sum();
+            let raw_long: usize = texts.iter().filter(long).map(|t| t.len() + 8).sum();
+            assert!(raw_long > 4 * TextArena::CHUNK);
+            assert!(
+                front > texts.len() / 2,
+                "{front} of {} front-coded",
+                texts.len()
+            );
+            assert!(a.len() < raw / 2 + raw_long, "{} bytes for {raw}", a.len());
+            assert_eq!(a.len(), a.chunks.iter().map(|c| c.len()).sum::<usize>());
+
+            // Through a column: a repeat (the text before, or one far back) is stored once.
+            let mut c = Column::new(0);
+            let mut first: Vec<Option<u64>> = vec![None; texts.len()];
+            for i in 0..texts.len() {
+                let again = rng.below(i as u64 + 1) as usize;
+                for j in [i, i, again, rng.below(i as u64 + 1) as usize, again] {
+                    let o = c.intern(&texts[j], &hasher).unwrap();
+                    assert!(c.text_at(o).is(&texts[j]));
+                    assert_eq!(*first[j].get_or_insert(o), o, "text {j} stored twice");
+                }
+            }
+            assert!(c.dedup.seen.is_some());
+            assert!(c.text.len() <= a.len());
         }
     }
 
@@ -1993,6 +2333,63 @@ mod tests {
             .unwrap();
         assert!(n > 100);
         drop(c);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Indexed columns whose texts share long prefixes row after row (front-coded): names and
+    /// ancestor paths as in a `.vis.db`, NULLs, empty texts, repeats, texts longer than a chunk.
+    #[test]
+    fn indexes_of_texts_with_long_shared_prefixes() {
+        let path = temp("prefixes");
+        for (n, seed) in [(3000, 1), (2001, 2)] {
+            let mut rng = Rng(seed);
+            let texts = paths(&mut rng, n);
+            let rows: Vec<[Sql; 5]> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let t = String::from_utf8(t.clone()).unwrap();
+                    let short: String = t.chars().take(300).collect();
+                    let b = match rng.below(10) {
+                        0 => Sql::Null,
+                        1 => Sql::Text(String::new()),
+                        2 => Sql::Text(format!("{}.{}", &short, rng.below(3))),
+                        _ => Sql::Text(short.clone()),
+                    };
+                    let c = match rng.below(5) {
+                        0 => Sql::Null,
+                        1 => Sql::Integer(rng.below(5) as i64),
+                        _ => Sql::Text(format!("{short}{}", rng.below(4))),
+                    };
+                    let d = match rng.below(20) {
+                        0 => Sql::Null,
+                        // A repeat of a text some rows back.
+                        1 if i > 50 => Sql::Text(
+                            String::from_utf8(texts[i - 1 - rng.below(50) as usize].clone())
+                                .unwrap(),
+                        ),
+                        _ => Sql::Text(t.clone()),
+                    };
+                    [
+                        Sql::Text(format!("NPU_0_0_{short}.{i}")),
+                        Sql::Integer(rng.below(4) as i64),
+                        b,
+                        c,
+                        d,
+                    ]
+                })
+                .collect();
+            write(&path, &rows, 2).unwrap();
+            check(&path, &rows, 2);
+            // A key twice: the error shows it whole (front-coded, it is two parts).
+            let mut rows = rows;
+            rows[n - 7][0] = rows[n - 8][0].clone();
+            let Sql::Text(key) = &rows[n - 7][0] else {
+                unreachable!()
+            };
+            let e = write(&path, &rows, 0).unwrap_err().to_string();
+            assert!(e.contains(&format!("{key:?}")), "{e}");
+        }
         let _ = std::fs::remove_file(&path);
     }
 
