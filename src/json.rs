@@ -191,7 +191,7 @@ pub struct Store {
     /// Short strings (at most 16 bytes) already in `text`, direct-mapped like
     /// [`KeyTable::short`]: `"torch.Tensor"` and `"torch.float32"` are in every tensor of a dump,
     /// and were most of its text.
-    short_strs: Vec<(u64, u64, StrRef)>,
+    short_strs: Vec<StrRef>,
     keys: Vec<Box<str>>,
     key_ids: KeyTable,
 }
@@ -226,18 +226,19 @@ impl Store {
                 off: 0,
                 len: u32::MAX,
             };
-            self.short_strs = vec![(0, 0, none); SHORT_SLOTS];
+            self.short_strs = vec![none; SHORT_SLOTS];
         }
         let slot = short_slot(w, s.len());
-        if let Some(&(a, b, r)) = self.short_strs.get(slot) {
-            // The text may have been rewound since: the bytes are checked too.
-            if (a, b) == w && r.len as usize == s.len() && self.str(r) == s {
+        // The slot's text is compared whole (at most 16 bytes; the text may also have been
+        // rewound since the slot was filled).
+        if let Some(&r) = self.short_strs.get(slot) {
+            if r.len as usize == s.len() && self.str(r) == s {
                 return r;
             }
         }
         let r = self.push_new_str(s);
         if let Some(e) = self.short_strs.get_mut(slot) {
-            *e = (w.0, w.1, r);
+            *e = r;
         }
         r
     }
@@ -287,17 +288,30 @@ impl Store {
     }
     /// The elements of list `v` (none if `v` is not a list).
     pub fn list(&self, v: Val) -> Vals<'_> {
-        let vals = match v {
-            Val::List { start, len } => self
+        match v {
+            Val::List { start, len } => self.vals_at(start, len),
+            _ => Vals::default(),
+        }
+    }
+    /// The `len` values from `start` (none if out of range).
+    fn vals_at(&self, start: u32, len: u32) -> Vals<'_> {
+        Vals {
+            vals: self
                 .vals
                 .get(start as usize..start as usize + len as usize)
                 .unwrap_or(&[]),
-            _ => &[],
-        };
-        Vals {
-            vals,
             wide: &self.wide,
         }
+    }
+    /// Appends `items`; returns where they start.
+    fn push_vals(&mut self, items: impl ExactSizeIterator<Item = Val>) -> u32 {
+        let start = self.vals.len() as u32;
+        self.vals.reserve(items.len());
+        for v in items {
+            let p = self.pack(v);
+            self.vals.push(p);
+        }
+        start
     }
     /// `v` as the store keeps it.
     #[inline]
@@ -321,13 +335,7 @@ impl Store {
                 .shape_keys
                 .get(ks as usize..(ks + len) as usize)
                 .unwrap_or(&[]),
-            vals: Vals {
-                vals: self
-                    .vals
-                    .get(start as usize..start as usize + len as usize)
-                    .unwrap_or(&[]),
-                wide: &self.wide,
-            },
+            vals: self.vals_at(start, len),
         }
     }
     /// Value of `key` in object `v` (None if `v` is not an object or has no such key).
@@ -355,24 +363,14 @@ impl Store {
         self.text.truncate(m.text);
     }
     pub fn new_list(&mut self, items: &[Val]) -> Val {
-        let start = self.vals.len() as u32;
-        self.vals.reserve(items.len());
-        for &v in items {
-            let p = self.pack(v);
-            self.vals.push(p);
-        }
+        let start = self.push_vals(items.iter().copied());
         Val::List {
             start,
             len: items.len() as u32,
         }
     }
     pub fn new_obj(&mut self, items: &[(KeyId, Val)]) -> Val {
-        let start = self.vals.len() as u32;
-        self.vals.reserve(items.len());
-        for &(_, v) in items {
-            let p = self.pack(v);
-            self.vals.push(p);
-        }
+        let start = self.push_vals(items.iter().map(|&(_, v)| v));
         let shape = self.shape_of(items.iter().map(|(k, _)| *k));
         Val::Obj { start, shape }
     }
