@@ -1449,7 +1449,7 @@ fn column_ranks(column: Column) -> Ranks {
             let key = |r: u32| keys[r as usize];
             // NULLs, then numbers (compared), then texts (the radix sort): SQLite's order.
             // A text column with NULLs (`up_node`, `matched_node_link`) is mostly texts.
-            let (mut order, mut texts): (Vec<u32>, Vec<u32>) =
+            let (mut order, texts): (Vec<u32>, Vec<u32>) =
                 (0..n as u32).partition(|&r| !matches!(key(r), Key::Text(_)));
             order.sort_unstable_by(|&a, &b| column.cmp_keys(key(a), key(b)));
             let text = |i: u32| match key(texts[i as usize]) {
@@ -1457,10 +1457,7 @@ fn column_ranks(column: Column) -> Ranks {
                 _ => Txt::default(),
             };
             let sorted = sort_texts(texts.len(), &text);
-            let sorted: Vec<u32> = sorted.into_iter().map(|i| texts[i as usize]).collect();
-            texts = sorted;
-            order.extend_from_slice(&texts);
-            drop(texts);
+            order.extend(sorted.into_iter().map(|i| texts[i as usize]));
             let mut values = Vec::new();
             assign(
                 &order,
