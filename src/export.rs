@@ -8,7 +8,7 @@ use crate::compare::Comparison;
 use crate::dump::RankDump;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
 use crate::items::{ItemWriter, Mode, NodeFormat};
-use crate::pyfmt::{json_dumps, json_str, json_str_list};
+use crate::pyfmt::{json_dumps, json_str, json_str_iter, json_str_list};
 use std::collections::HashMap;
 
 /// One `tb_nodes` row.
@@ -372,18 +372,7 @@ impl<'a> GraphRows<'a> {
             let sub_nodes = if n.children.is_empty() {
                 String::new()
             } else {
-                // `json.dumps` of the children's names, written at its size.
-                let names = || n.children.iter().map(|c| g.node(*c).name.as_str());
-                let mut t = String::with_capacity(2 + names().map(|s| s.len() + 4).sum::<usize>());
-                t.push('[');
-                for (i, name) in names().enumerate() {
-                    if i > 0 {
-                        t.push_str(", ");
-                    }
-                    json_str(name, &mut t);
-                }
-                t.push(']');
-                t
+                json_str_iter(n.children.iter().map(|c| g.node(*c).name.as_str()))
             };
             let is_distributed = n.name.starts_with("Distributed");
             if is_distributed {

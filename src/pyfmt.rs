@@ -470,16 +470,20 @@ pub fn json_dumps(store: &Store, v: Val, out: &mut String) {
 
 /// `json.dumps(list_of_str)`.
 pub fn json_str_list<S: AsRef<str>>(items: &[S]) -> String {
+    json_str_iter(items.iter().map(AsRef::as_ref))
+}
+
+/// [`json_str_list`] of the texts `items` gives (it is walked twice: sizing, then writing).
+pub fn json_str_iter<'a>(items: impl Iterator<Item = &'a str> + Clone) -> String {
     // Sized for texts without escapes (two quotes and ", " each): paths of a few hundred bytes
     // grew through several reallocations.
-    let mut out =
-        String::with_capacity(2 + items.iter().map(|s| s.as_ref().len() + 4).sum::<usize>());
+    let mut out = String::with_capacity(2 + items.clone().map(|s| s.len() + 4).sum::<usize>());
     out.push('[');
-    for (i, s) in items.iter().enumerate() {
+    for (i, s) in items.enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        json_str(s.as_ref(), &mut out);
+        json_str(s, &mut out);
     }
     out.push(']');
     out
