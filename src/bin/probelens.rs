@@ -747,10 +747,6 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         }),
                         _ => None,
                     };
-                    sink.push(DbRow::ExpectNodes(
-                        res.npu.graph.nodes.len()
-                            + res.bench.as_ref().map_or(0, |b| b.graph.nodes.len()),
-                    ));
                     let mut graphs = vec![&nx];
                     graphs.extend(bx.as_ref());
                     let mut dists = export_graphs(&graphs, &mut sink).into_iter();
@@ -839,10 +835,12 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
 /// The memory the index keys of the `.vis.db` may take before SQLite builds the indexes instead
 /// (`sqlite_writer::Writer::set_key_budget`): 1 GiB, or `PROBELENS_KEY_BUDGET` bytes (tests).
 fn key_budget() -> usize {
-    std::env::var("PROBELENS_KEY_BUDGET")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1 << 30)
+    env_usize("PROBELENS_KEY_BUDGET").unwrap_or(1 << 30)
+}
+
+/// The number in environment variable `name`, if it holds one.
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok()?.parse().ok()
 }
 
 /// What SQLite itself does to the written file: rebuild the indexes when the writer left them
@@ -1071,21 +1069,21 @@ fn compare_only(
 /// Rows in a part of [`export_graphs`]: 4096, or `PROBELENS_EXPORT_PART` (tests: small parts on
 /// the fixtures' small graphs).
 fn export_part() -> usize {
-    std::env::var("PROBELENS_EXPORT_PART")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    env_usize("PROBELENS_EXPORT_PART")
         .filter(|&n| n > 0)
         .unwrap_or(4096)
 }
 
 /// Formats the rows of `graphs` on two threads, in parts of [`export_part`] rows that each thread
-/// takes in turn from a shared counter, then their stacks; returns each graph's distributed
+/// takes in turn from a shared counter (the writer told first how many node rows come), then
+/// their stacks; returns each graph's distributed
 /// nodes in order. The NPU graph, which carries the compare columns, takes longer than the
 /// Bench graph: with a graph per thread one core waited for the other for ~0.1 s. The database
 /// does not depend on the order of the inserts (node rows carry their `node_order`).
 fn export_graphs(graphs: &[&GraphExport], sink: &mut ChanSink) -> Vec<Vec<DistNode>> {
     let part = export_part();
     let rows: Vec<GraphRows> = graphs.iter().map(|x| GraphRows::new(x)).collect();
+    sink.push(DbRow::ExpectNodes(rows.iter().map(GraphRows::len).sum()));
     let parts: Vec<(usize, std::ops::Range<usize>)> = rows
         .iter()
         .enumerate()
