@@ -4,67 +4,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod columns_layout;
 mod common;
 
+use columns_layout::decode;
 use common::DiskFiles;
 use probelens::graph::{Graph, NodeId};
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, PairResult, RunOptions};
-use probelens::view::{
-    graph_columns, orders, Order, COLUMNS_MAGIC, COLUMNS_OVERFLOW, COLUMNS_VERSION,
-};
+use probelens::view::{graph_columns, orders, Order, COLUMNS_OVERFLOW};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-
-/// A `graph_columns` buffer read back by its documented layout.
-struct Decoded {
-    levels: Vec<String>,
-    precision: Vec<f64>,
-    parent: Vec<i32>,
-    matched: Vec<i32>,
-    micro_step: Vec<i32>,
-    subtree_end: Vec<i32>,
-    node_type: Vec<u8>,
-    overflow: Vec<u8>,
-    names: Vec<String>,
-}
-
-fn decode(b: &[u8]) -> Decoded {
-    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
-    assert_eq!(b[0..4], COLUMNS_MAGIC);
-    assert_eq!(u32_at(4), COLUMNS_VERSION as usize);
-    let (n, t) = (u32_at(8), u32_at(12));
-    let levels = std::str::from_utf8(&b[16..16 + t]).unwrap();
-    let head = (16 + t).div_ceil(8) * 8;
-    assert!(b[16 + t..head].iter().all(|&x| x == 0), "padding");
-    assert_eq!(head % 8, 0, "the f64 section is aligned");
-    let section = |k: usize, width: usize| &b[head + k * n..head + (k + width) * n];
-    let i32s = |k: usize| -> Vec<i32> {
-        section(k, 4)
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    };
-    let names = std::str::from_utf8(&b[head + 26 * n..]).unwrap();
-    Decoded {
-        levels: levels.split('\0').map(str::to_string).collect(),
-        precision: section(0, 8)
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-        parent: i32s(8),
-        matched: i32s(12),
-        micro_step: i32s(16),
-        subtree_end: i32s(20),
-        node_type: section(24, 1).to_vec(),
-        overflow: section(25, 1).to_vec(),
-        names: if n == 0 {
-            Vec::new()
-        } else {
-            names.split('\0').map(str::to_string).collect()
-        },
-    }
-}
 
 /// Checks every column of every node of a decoded buffer against the graph; returns what it
 /// saw: (precision none, precision some, unmatched, matched, overflow levels, non-ASCII names).

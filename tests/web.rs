@@ -6,6 +6,9 @@
 #![cfg(target_arch = "wasm32")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod columns_layout;
+
+use columns_layout::decode;
 use probelens::wasm::Session;
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::*;
@@ -110,47 +113,30 @@ fn answer(s: &mut Session, opts: &str) -> serde_json::Value {
 
 /// A `columns` buffer as JSON columns (the layout of `view::graph_columns`).
 fn columns_json(b: &[u8]) -> serde_json::Value {
-    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
     assert_eq!(&b[0..4], b"PLGC");
-    assert_eq!(u32_at(4), 1);
-    let (n, t) = (u32_at(8), u32_at(12));
-    let levels: Vec<&str> = std::str::from_utf8(&b[16..16 + t])
-        .unwrap()
-        .split('\0')
-        .collect();
-    let head = (16 + t).div_ceil(8) * 8;
-    let section = |k: usize, width: usize| &b[head + k * n..head + (k + width) * n];
-    let i32s = |k: usize| -> Vec<i32> {
-        section(k, 4)
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    };
-    let precision: Vec<Option<f64>> = section(0, 8)
-        .chunks_exact(8)
-        .map(|c| Some(f64::from_le_bytes(c.try_into().unwrap())).filter(|p| !p.is_nan()))
-        .collect();
-    let overflow: Vec<Option<&str>> = section(25, 1)
+    assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), 1);
+    let d = decode(b);
+    let n = d.parent.len();
+    let precision: Vec<Option<f64>> = d
+        .precision
         .iter()
-        .map(|&c| (c > 0).then(|| levels[c as usize - 1]))
+        .map(|&p| Some(p).filter(|p| !p.is_nan()))
         .collect();
-    let names: Vec<&str> = match n {
-        0 => Vec::new(),
-        _ => std::str::from_utf8(&b[head + 26 * n..])
-            .unwrap()
-            .split('\0')
-            .collect(),
-    };
-    assert_eq!(names.len(), n);
+    let overflow: Vec<Option<&str>> = d
+        .overflow
+        .iter()
+        .map(|&c| (c > 0).then(|| d.levels[c as usize - 1].as_str()))
+        .collect();
+    assert_eq!(d.names.len(), n);
     serde_json::json!({
-        "names": names,
-        "parent": i32s(8),
-        "nodeType": section(24, 1),
+        "names": d.names,
+        "parent": d.parent,
+        "nodeType": d.node_type,
         "precision": precision,
         "overflow": overflow,
-        "matched": i32s(12),
-        "microStep": i32s(16),
-        "subtreeEnd": i32s(20),
+        "matched": d.matched,
+        "microStep": d.micro_step,
+        "subtreeEnd": d.subtree_end,
     })
 }
 
