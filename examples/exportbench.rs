@@ -107,30 +107,9 @@ fn main() {
         ..Default::default()
     };
     let r = run_pair(load(&a[1]), Some(load(&a[2])), &opts).expect("run");
-    let b = r.bench.as_ref().expect("bench");
     let sides = [
-        GraphExport {
-            graph: &r.npu.graph,
-            dump: &r.npu.dump,
-            other: Some(&b.graph),
-            comparison: r.comparison.as_ref(),
-            mode: r.mode,
-            data_source: "NPU",
-            step: 0,
-            rank: 0,
-            dump_data_dir: None,
-        },
-        GraphExport {
-            graph: &b.graph,
-            dump: &b.dump,
-            other: Some(&r.npu.graph),
-            comparison: None,
-            mode: r.mode,
-            data_source: "Bench",
-            step: 0,
-            rank: 0,
-            dump_data_dir: None,
-        },
+        GraphExport::npu(&r, 0, 0),
+        GraphExport::bench(&r, 0, 0).expect("bench"),
     ];
     for x in &sides {
         let mut times = Vec::new();

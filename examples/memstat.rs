@@ -55,30 +55,29 @@ fn main() {
         r.bench.as_ref().map_or(0, |b| b.graph.nodes.len()),
         std::mem::size_of::<probelens::graph::Node>()
     );
-    if let Some(c) = &r.comparison {
-        let rows: usize = c.results.values().map(|v| v.len()).sum();
-        let cells: usize = c
-            .results
-            .values()
-            .flat_map(|v| v.iter())
-            .map(|(_, r)| r.len())
-            .sum();
-        let strs: usize = c
-            .results
-            .values()
-            .flat_map(|v| v.iter())
-            .flat_map(|(_, r)| r.cells.iter())
-            .map(|p| match p {
-                probelens::compare::Cell::S(s) => s.capacity(),
-                _ => 0,
-            })
-            .sum();
-        let keys: usize = c
-            .results
-            .values()
-            .flat_map(|v| v.iter())
-            .map(|(k, _)| k.capacity())
-            .sum();
-        eprintln!("results: {} nodes, {rows} rows, {cells} cells ({} B each), cell strings {:.1} MB, keys {:.1} MB", c.results.len(), std::mem::size_of::<probelens::compare::Cell>(), strs as f64 / 1e6, keys as f64 / 1e6);
+    if let (Some(c), Some(b)) = (&r.comparison, &r.bench) {
+        // Derived rows are not held; this is what holding them all would take.
+        let sides = probelens::compare::Sides {
+            gn: &r.npu.graph,
+            dn: &r.npu.dump,
+            gb: &b.graph,
+            db: &b.dump,
+        };
+        let nodes = c.nodes_with_results();
+        let (mut rows, mut cells, mut keys) = (0usize, 0usize, 0usize);
+        for n in &nodes {
+            for (k, r) in c.results_of(sides, *n).iter().flat_map(|v| v.iter()) {
+                rows += 1;
+                cells += r.len();
+                keys += k.capacity();
+            }
+        }
+        eprintln!(
+            "results: {} nodes ({} stored), {rows} rows, {cells} cells ({} B each), keys {:.1} MB",
+            nodes.len(),
+            c.results.len(),
+            std::mem::size_of::<probelens::compare::Cell>(),
+            keys as f64 / 1e6
+        );
     }
 }

@@ -1,9 +1,11 @@
 //! Matching NPU nodes to bench nodes and comparing their tensors (msprobe's `GraphComparator`,
 //! `get_accuracy` and the indicator checkers).
 //!
-//! Results are written as a side table ([`Comparison::results`]): for each compared NPU node, the
-//! compare columns of each of its items. The graphs only receive `partner` links and
-//! `precision_index`.
+//! Results are a side table ([`Comparison::results_of`]): for each compared NPU node, the compare
+//! columns of each of its items. The graphs only receive `partner` links and `precision_index`.
+//! A statistics or md5 compare keeps only which pair gave a node its rows and derives the rows
+//! again when they are written or shown (as items are derived from the dump); real-tensor metrics
+//! and the rows of a parallel merge, whose graphs change after the compare, are stored.
 
 use crate::dump::RankDump;
 use crate::error::{Diagnostic, Error, Result};
@@ -30,6 +32,10 @@ pub struct CompareOptions {
     pub parallel_merge: bool,
     /// The host's way to run independent work side by side (see [`crate::Join`]).
     pub join: Option<crate::Join>,
+    /// Keep no rows: [`Comparison::results_of`] derives a node's rows again from its pair when
+    /// asked (the rows of a large pair are tens of MB). Only for graphs whose items do not
+    /// change after the compare (not a parallel merge's, see `merge::settle_shared`).
+    pub derive_results: bool,
 }
 
 /// Compare columns written into one item: the column keys (one fixed list per kind of compare)
@@ -183,11 +189,29 @@ impl Cell {
     }
 }
 
+/// The two graphs and dumps of a compare, from which [`Comparison::results_of`] derives rows.
+#[derive(Clone, Copy)]
+pub struct Sides<'a> {
+    pub gn: &'a Graph,
+    pub dn: &'a RankDump,
+    pub gb: &'a Graph,
+    pub db: &'a RankDump,
+}
+
+/// A node's compare columns per item key, in the order msprobe writes them.
+pub type NodeResults = Vec<(String, ItemResult)>;
+
 /// The outcome of comparing two graphs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Comparison {
-    /// NPU node -> (item key -> compare columns), in the order msprobe writes them.
-    pub results: HashMap<NodeId, Vec<(String, ItemResult)>>,
+    /// Stored results: NPU node -> (item key -> compare columns). Read them through
+    /// [`Comparison::results_of`], which also derives the ones not stored.
+    pub results: HashMap<NodeId, NodeResults>,
+    /// With [`CompareOptions::derive_results`]: NPU node -> the Bench node whose compare gave it
+    /// rows ([`NO_NODE`]: none); the rows themselves are derived again on demand.
+    derived: Vec<NodeId>,
+    derive: bool,
+    mode: Mode,
     pub diagnostics: Vec<Diagnostic>,
     /// Real-data mode: matched (NPU, bench) pairs whose tensors are still to be compared
     /// (msprobe's `compare_nodes`, done after matching by `realdata::compare_tensors`).
@@ -196,6 +220,74 @@ pub struct Comparison {
     pub layout_aware: bool,
     /// The compare was made with [`CompareOptions::parallel_merge`].
     pub parallel_merge: bool,
+}
+
+/// No node (an empty slot of [`Comparison`]'s derived pairs).
+const NO_NODE: NodeId = NodeId::MAX;
+
+impl Comparison {
+    /// The compare columns of NPU node `n`: stored, or derived again from the pair whose compare
+    /// gave them (the same rows: the compare is a function of the two nodes' items).
+    pub fn results_of(
+        &self,
+        sides: Sides,
+        n: NodeId,
+    ) -> Option<std::borrow::Cow<'_, [(String, ItemResult)]>> {
+        if let Some(r) = self.results.get(&n) {
+            return Some(std::borrow::Cow::Borrowed(r.as_slice()));
+        }
+        let b = self
+            .derived
+            .get(n as usize)
+            .copied()
+            .filter(|b| *b != NO_NODE)?;
+        let Sides { gn, dn, gb, db } = sides;
+        match pair_outcome(gn, dn, gb, db, self.mode, self, n, b) {
+            PairOutcome::Rows(r, _) => Some(std::borrow::Cow::Owned(r)),
+            _ => None,
+        }
+    }
+
+    /// Whether NPU node `n` has compare columns (stored or derived).
+    pub fn has_results(&self, n: NodeId) -> bool {
+        self.results.contains_key(&n) || self.derived.get(n as usize).is_some_and(|b| *b != NO_NODE)
+    }
+
+    /// The NPU nodes that have compare columns, in id order.
+    pub fn nodes_with_results(&self) -> Vec<NodeId> {
+        let mut v: Vec<NodeId> = self.results.keys().copied().collect();
+        v.extend(
+            (0..self.derived.len() as NodeId).filter(|n| self.derived[*n as usize] != NO_NODE),
+        );
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Drops the compare columns of NPU node `n`.
+    fn forget(&mut self, n: NodeId) {
+        self.results.remove(&n);
+        if let Some(b) = self.derived.get_mut(n as usize) {
+            *b = NO_NODE;
+        }
+    }
+
+    /// Sets the compare columns of NPU node `n`, compared with Bench node `b`.
+    fn keep(&mut self, n: NodeId, b: NodeId, rows: Option<NodeResults>) {
+        match rows {
+            Some(rows) if !self.derive => {
+                self.results.insert(n, rows);
+            }
+            _ => {
+                self.results.remove(&n);
+                let i = n as usize;
+                if self.derived.len() <= i {
+                    self.derived.resize(i + 1, NO_NODE);
+                }
+                self.derived[i] = b;
+            }
+        }
+    }
 }
 
 /// msprobe's compare mode from the two dumps (`get_dump_mode`).
@@ -274,7 +366,9 @@ enum PairOutcome {
     Nothing,
     Warn(Diagnostic),
     /// The rows per item key and the node's precision.
-    Rows(Vec<(String, ItemResult)>, f64),
+    Rows(NodeResults, f64),
+    /// The node's precision, its rows dropped to be derived again ([`Comparison::results_of`]).
+    Judged(f64),
 }
 
 /// Matches and compares `gn` (NPU) against `gb` (bench), as `GraphComparator.compare`.
@@ -302,6 +396,9 @@ pub fn compare(
     }
     let mut out = Comparison {
         results: HashMap::default(),
+        derived: Vec::new(),
+        derive: opts.derive_results,
+        mode,
         diagnostics,
         real_data: Vec::new(),
         layout_aware: opts.layout_aware,
@@ -350,6 +447,8 @@ pub fn compare(
         }
         queue.extend(cx.gn.nodes[n as usize].children.iter().copied());
     }
+    // The matching is done: its name map is not kept through the compare of the pairs.
+    drop(mapping);
     cx.flush(opts.join);
     collection_index(cx.gn);
     out
@@ -433,7 +532,7 @@ pub fn unmatch(gn: &mut Graph, gb: &mut Graph, out: &mut Comparison, id: NodeId,
             node.partner = None;
             node.precision = None;
             node.modified = true;
-            out.results.remove(&n);
+            out.forget(n);
         }
     }
     if let Some(b) = b {
@@ -496,12 +595,12 @@ impl Ctx<'_> {
                 }
             }
             self.gn.nodes[id as usize].precision = None;
-            self.out.results.remove(&id);
+            self.out.forget(id);
         } else if let Some(old) = self.gb.nodes[id as usize].partner.take() {
             if self.gn.nodes[old as usize].partner == Some(id) {
                 self.gn.nodes[old as usize].partner = None;
                 self.gn.nodes[old as usize].precision = None;
-                self.out.results.remove(&old);
+                self.out.forget(old);
             }
         }
     }
@@ -550,7 +649,7 @@ impl Ctx<'_> {
         let o = pair_outcome(
             self.gn, self.dn, self.gb, self.db, self.mode, self.out, n, b,
         );
-        self.apply(n, o);
+        self.apply(n, b, o);
     }
 
     /// Compares the pending pairs (in two halves through `join`) and applies the outcomes in
@@ -561,28 +660,35 @@ impl Ctx<'_> {
         };
         let (gn, dn, gb, db, mode) = (&*self.gn, self.dn, &*self.gb, self.db, self.mode);
         let out = &*self.out;
+        let derive = out.derive;
         let run = |pairs: &[(NodeId, NodeId)]| -> Vec<PairOutcome> {
             pairs
                 .iter()
-                .map(|&(n, b)| pair_outcome(gn, dn, gb, db, mode, out, n, b))
+                .map(
+                    |&(n, b)| match pair_outcome(gn, dn, gb, db, mode, out, n, b) {
+                        // Rows to be derived again are dropped as soon as they are judged.
+                        PairOutcome::Rows(_, p) if derive => PairOutcome::Judged(p),
+                        o => o,
+                    },
+                )
                 .collect()
         };
         let (a, z) = pending.split_at(pending.len() / 2);
         let (oa, oz) = crate::join2(join, || run(a), || run(z));
-        for (&(n, _), o) in pending.iter().zip(oa.into_iter().chain(oz)) {
-            self.apply(n, o);
+        for (&(n, b), o) in pending.iter().zip(oa.into_iter().chain(oz)) {
+            self.apply(n, b, o);
         }
     }
 
-    fn apply(&mut self, n: NodeId, o: PairOutcome) {
-        match o {
-            PairOutcome::Nothing => {}
-            PairOutcome::Warn(d) => self.out.diagnostics.push(d),
-            PairOutcome::Rows(res, p) => {
-                self.out.results.insert(n, res);
-                self.gn.nodes[n as usize].precision = Some(Precision(p));
-            }
-        }
+    fn apply(&mut self, n: NodeId, b: NodeId, o: PairOutcome) {
+        let (rows, p) = match o {
+            PairOutcome::Nothing => return,
+            PairOutcome::Warn(d) => return self.out.diagnostics.push(d),
+            PairOutcome::Rows(res, p) => (Some(res), p),
+            PairOutcome::Judged(p) => (None, p),
+        };
+        self.out.keep(n, b, rows);
+        self.gn.nodes[n as usize].precision = Some(Precision(p));
     }
 }
 
@@ -1517,7 +1623,7 @@ fn run_checkers(
 
 /// The results of one node applied to its items (what `parse_result` writes into input_data
 /// and output_data).
-pub fn apply_results(maps: &mut [&mut ItemMap], results: Option<&Vec<(String, ItemResult)>>) {
+pub fn apply_results(maps: &mut [&mut ItemMap], results: Option<&[(String, ItemResult)]>) {
     let Some(results) = results else { return };
     for map in maps.iter_mut() {
         for (key, item) in map.iter_mut() {

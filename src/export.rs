@@ -4,11 +4,12 @@
 //! The core never touches the SQLite library: `visdb` turns these rows into the values that
 //! `sqlite_writer` packs into the file the CLI writes.
 
-use crate::compare::Comparison;
+use crate::compare::{Comparison, Sides};
 use crate::dump::RankDump;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
 use crate::items::{ItemWriter, Mode, NodeFormat};
 use crate::pyfmt::{json_dumps, json_str, json_str_iter, json_str_list};
+use crate::run::PairResult;
 use std::collections::HashMap;
 
 /// One `tb_nodes` row.
@@ -153,6 +154,8 @@ pub struct GraphExport<'a> {
     pub dump: &'a RankDump,
     /// The other side's graph, for `matched_node_link`.
     pub other: Option<&'a Graph>,
+    /// The other side's dump (the NPU side's compare rows are derived from both).
+    pub other_dump: Option<&'a RankDump>,
     /// Compare results (NPU side only).
     pub comparison: Option<&'a Comparison>,
     pub mode: Mode,
@@ -160,6 +163,41 @@ pub struct GraphExport<'a> {
     pub step: i64,
     pub rank: i64,
     pub dump_data_dir: Option<String>,
+}
+
+impl<'a> GraphExport<'a> {
+    /// The NPU graph of a pair's result (no `dump_data_dir`).
+    pub fn npu(res: &'a PairResult, step: i64, rank: i64) -> GraphExport<'a> {
+        GraphExport {
+            graph: &res.npu.graph,
+            dump: &res.npu.dump,
+            other: res.bench.as_ref().map(|b| &b.graph),
+            other_dump: res.bench.as_ref().map(|b| &*b.dump),
+            comparison: res.comparison.as_ref(),
+            mode: res.mode,
+            data_source: "NPU",
+            step,
+            rank,
+            dump_data_dir: None,
+        }
+    }
+
+    /// The Bench graph of a pair's result, if it has one (no `dump_data_dir`).
+    pub fn bench(res: &'a PairResult, step: i64, rank: i64) -> Option<GraphExport<'a>> {
+        let b = res.bench.as_ref()?;
+        Some(GraphExport {
+            graph: &b.graph,
+            dump: &b.dump,
+            other: Some(&res.npu.graph),
+            other_dump: Some(&res.npu.dump),
+            comparison: None,
+            mode: res.mode,
+            data_source: "Bench",
+            step,
+            rank,
+            dump_data_dir: None,
+        })
+    }
 }
 
 /// A distributed node kept for the post-analysis.
@@ -354,10 +392,19 @@ impl<'a> GraphRows<'a> {
             let (input, output) = g.io(x.dump, id);
             // The compare columns are written over the items as they are formatted
             // (`compare::apply_results` without its copies).
-            let results = x
-                .comparison
-                .and_then(|c| c.results.get(&id))
-                .map(Vec::as_slice);
+            let results = match (x.comparison, x.other, x.other_dump) {
+                (Some(c), Some(gb), Some(db)) => {
+                    let sides = Sides {
+                        gn: g,
+                        dn: x.dump,
+                        gb,
+                        db,
+                    };
+                    c.results_of(sides, id)
+                }
+                _ => None,
+            };
+            let results = results.as_deref();
             // Formatted into one reused buffer, then copied out at their exact size (growing a
             // fresh String per cell reallocates several times).
             let f = NodeFormat::new(&n.name, x.mode);

@@ -520,6 +520,7 @@ fn run_pair_impl(
         layout_aware: opts.layout_aware,
         parallel_merge,
         join: opts.join,
+        derive_results: true,
     };
     let mut cmp = compare(&mut gn, &npu, &mut gb, &bench, mode, &copts);
     let micro_steps = gn.paging_by_micro_step(Some(&mut gb));

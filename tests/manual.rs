@@ -39,22 +39,8 @@ fn case(lm: bool) -> PairResult {
 }
 
 fn rows(res: &PairResult) -> Vec<NodeRow> {
-    let bench = res.bench.as_ref().unwrap();
     let mut sink: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
-    export_graph(
-        &GraphExport {
-            graph: &res.npu.graph,
-            dump: &res.npu.dump,
-            other: Some(&bench.graph),
-            comparison: res.comparison.as_ref(),
-            mode: res.mode,
-            data_source: "NPU",
-            step: 0,
-            rank: 0,
-            dump_data_dir: None,
-        },
-        &mut sink,
-    );
+    export_graph(&GraphExport::npu(res, 0, 0), &mut sink);
     sink.0
 }
 

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use probelens::compare::ItemResult;
+use probelens::compare::{ItemResult, Sides};
 use probelens::error::{Error, Result};
 use probelens::export::{self, GraphExport, NodeRow, StackRow};
 use probelens::items::Py;
@@ -118,29 +118,12 @@ fn run_all_with(
         let nd = run::load_rank(npu, &p.npu_dir).unwrap();
         let bd = run::load_rank(bench, p.bench_dir.as_deref().unwrap()).unwrap();
         let res = run::run_pair(nd, Some(bd), opts).unwrap();
-        let b = res.bench.as_ref().unwrap();
-        for (graph, dump, other, comparison, source) in [
-            (
-                &res.npu.graph,
-                &res.npu.dump,
-                &b.graph,
-                res.comparison.as_ref(),
-                "NPU",
-            ),
-            (&b.graph, &b.dump, &res.npu.graph, None, "Bench"),
-        ] {
-            let x = GraphExport {
-                graph,
-                dump,
-                other: Some(other),
-                comparison,
-                mode: res.mode,
-                data_source: source,
-                step: p.step,
-                rank: p.rank,
-                dump_data_dir: None,
-            };
-            export::export_graph(&x, &mut sink);
+        let xs = [
+            GraphExport::npu(&res, p.step, p.rank),
+            GraphExport::bench(&res, p.step, p.rank).unwrap(),
+        ];
+        for x in &xs {
+            export::export_graph(x, &mut sink);
         }
     }
     (plan, sink.0, sink.1)
@@ -164,6 +147,7 @@ fn is_zero_or_na(store: &probelens::json::Store, v: &Py) -> bool {
 fn a_dump_compared_with_itself_is_all_pass() {
     // The eight diff and relative-error columns.
     let diff_keys = &probelens::compare::STAT_COLUMNS[..8];
+    let mut rows = 0;
     for root in roots() {
         let f = MemFiles::load(&root, 0);
         let plan = run::plan(&f, Some(&f)).unwrap();
@@ -188,15 +172,23 @@ fn a_dump_compared_with_itself_is_all_pass() {
                 }
             }
             let cmp = res.comparison.as_ref().unwrap();
-            for (node, items) in &cmp.results {
-                for (item, cols) in items {
+            let bs = res.bench.as_ref().unwrap();
+            let sides = Sides {
+                gn: g,
+                dn: &res.npu.dump,
+                gb: &bs.graph,
+                db: &bs.dump,
+            };
+            for node in cmp.nodes_with_results() {
+                for (item, cols) in cmp.results_of(sides, node).unwrap().iter() {
                     let cols: &ItemResult = cols;
+                    rows += 1;
                     for (key, v) in cols.iter() {
                         if diff_keys.contains(&key) {
                             assert!(
                                 is_zero_or_na(&res.npu.dump.store, &v),
                                 "{where_}: node {} item {item}: {} = {v:?}",
-                                g.node(*node).name,
+                                g.node(node).name,
                                 res.npu.dump.store.key(key)
                             );
                         }
@@ -205,6 +197,103 @@ fn a_dump_compared_with_itself_is_all_pass() {
             }
         }
     }
+    assert!(rows > 1000, "only {rows} compare rows checked");
+}
+
+/// The rows a run derives again when it writes or shows a node (`derive_results`) are the rows
+/// the compare made, with the same verdicts, on every fixture pair, with and without a layer
+/// mapping and fuzzy matching; after a manual re-match too.
+#[test]
+fn derived_rows_are_the_compared_rows() {
+    use probelens::compare::{compare, compare_mode, manual_match, CompareOptions};
+    use probelens::graph::Graph;
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut checked = 0;
+    for case in std::fs::read_dir(&fixtures).unwrap().flatten() {
+        let (n, b) = (case.path().join("npu"), case.path().join("bench"));
+        if !n.is_dir() || !b.is_dir() {
+            continue;
+        }
+        let (fnp, fb) = (MemFiles::load(&n, 0), MemFiles::load(&b, 0));
+        let plan = run::plan(&fnp, Some(&fb)).unwrap();
+        let lm = case.path().join("layer_mapping.yaml");
+        let mapping = lm.is_file().then(|| {
+            let text = std::fs::read_to_string(&lm).unwrap();
+            probelens::mapping::LayerMapping::parse("layer_mapping.yaml", &text).unwrap()
+        });
+        for p in &plan.pairs {
+            let dn = run::load_rank(&fnp, &p.npu_dir).unwrap();
+            let db = run::load_rank(&fb, p.bench_dir.as_ref().unwrap()).unwrap();
+            let Ok(mode) = compare_mode(&dn, &db) else {
+                continue;
+            };
+            for (fuzzy, layer_mapping) in [(false, None), (true, None), (false, mapping.clone())] {
+                let mut graphs =
+                    [0, 1].map(|_| (Graph::build(&dn).unwrap(), Graph::build(&db).unwrap()));
+                let [(gn0, gb0), (gn1, gb1)] = &mut graphs;
+                let opts = |derive_results| CompareOptions {
+                    fuzzy,
+                    layer_mapping: layer_mapping.clone(),
+                    derive_results,
+                    ..Default::default()
+                };
+                let mut stored = compare(gn0, &dn, gb0, &db, mode, &opts(false));
+                let mut derived = compare(gn1, &dn, gb1, &db, mode, &opts(true));
+                // One manual re-match on both: the first matched NPU module gets its partner again.
+                if let Some(n) = (0..gn0.nodes.len() as u32)
+                    .find(|n| gn0.nodes[*n as usize].partner.is_some() && *n != 0)
+                {
+                    let b = gn0.nodes[n as usize].partner.unwrap();
+                    manual_match(gn0, &dn, gb0, &db, mode, &mut stored, n, b, true);
+                    manual_match(gn1, &dn, gb1, &db, mode, &mut derived, n, b, true);
+                }
+                let where_ = format!(
+                    "{} rank {} fuzzy {fuzzy} lm {}",
+                    case.path().display(),
+                    p.rank,
+                    layer_mapping.is_some()
+                );
+                assert!(
+                    derived.results.is_empty(),
+                    "{where_}: derived rows were stored"
+                );
+                assert_eq!(
+                    stored.nodes_with_results(),
+                    derived.nodes_with_results(),
+                    "{where_}"
+                );
+                let s0 = Sides {
+                    gn: gn0,
+                    dn: &dn,
+                    gb: gb0,
+                    db: &db,
+                };
+                let s1 = Sides {
+                    gn: gn1,
+                    dn: &dn,
+                    gb: gb1,
+                    db: &db,
+                };
+                for node in stored.nodes_with_results() {
+                    let a = stored.results_of(s0, node);
+                    let z = derived.results_of(s1, node);
+                    assert!(matches!(a, Some(std::borrow::Cow::Borrowed(_))), "{where_}");
+                    assert!(matches!(z, Some(std::borrow::Cow::Owned(_))), "{where_}");
+                    assert_eq!(a, z, "{where_}: node {}", gn0.nodes[node as usize].name);
+                    checked += 1;
+                }
+                for (x, y) in gn0.nodes.iter().zip(&gn1.nodes) {
+                    assert_eq!(
+                        (x.precision, x.partner),
+                        (y.precision, y.partner),
+                        "{where_}: {}",
+                        x.name
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "only {checked} nodes checked");
 }
 
 #[test]

@@ -41,20 +41,7 @@ fn case(with_files: bool) -> PairResult {
 
 fn rows(res: &PairResult) -> Vec<NodeRow> {
     let mut sink: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
-    export_graph(
-        &GraphExport {
-            graph: &res.npu.graph,
-            dump: &res.npu.dump,
-            other: Some(&res.bench.as_ref().unwrap().graph),
-            comparison: res.comparison.as_ref(),
-            mode: res.mode,
-            data_source: "NPU",
-            step: 0,
-            rank: 0,
-            dump_data_dir: None,
-        },
-        &mut sink,
-    );
+    export_graph(&GraphExport::npu(res, 0, 0), &mut sink);
     sink.0
 }
 

@@ -44,6 +44,8 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
         let opts = CompareOptions {
             fuzzy,
             layer_mapping: None,
+            // As a run compares: rows derived again when exported.
+            derive_results: true,
             ..Default::default()
         };
         cmp = Some(compare(&mut gn, npu, &mut gb, bench, mode, &opts));
@@ -51,12 +53,15 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
     let _ = gn.paging_by_micro_step(Some(&mut gb));
     gn.apply_overflow(npu);
     // The .vis.db rows of both sides (the export formats every item, with the compare columns).
-    for (graph, dump, other, comparison) in [(&gn, npu, &gb, cmp.as_ref()), (&gb, bench, &gn, None)]
-    {
+    for (graph, dump, other, other_dump, comparison) in [
+        (&gn, npu, &gb, bench, cmp.as_ref()),
+        (&gb, bench, &gn, npu, None),
+    ] {
         let x = probelens::export::GraphExport {
             graph,
             dump,
             other: Some(other),
+            other_dump: Some(other_dump),
             comparison,
             mode,
             data_source: "NPU",

@@ -723,28 +723,16 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         eprintln!("probelens: {d}");
                     }
                     let nx = GraphExport {
-                        graph: &res.npu.graph,
-                        dump: &res.npu.dump,
-                        other: res.bench.as_ref().map(|b| &b.graph),
-                        comparison: res.comparison.as_ref(),
-                        mode: res.mode,
-                        data_source: "NPU",
-                        step: pair.step,
-                        rank: pair.rank,
                         dump_data_dir: tensor_dir(&npu, &pair.npu_dir, &res.npu.dump),
+                        ..GraphExport::npu(&res, pair.step, pair.rank)
                     };
                     let bx = match (&res.bench, &bench, &pair.bench_dir) {
-                        (Some(b), Some(bf), Some(bdir)) => Some(GraphExport {
-                            graph: &b.graph,
-                            dump: &b.dump,
-                            other: Some(&res.npu.graph),
-                            comparison: None,
-                            mode: res.mode,
-                            data_source: "Bench",
-                            step: pair.step,
-                            rank: pair.rank,
-                            dump_data_dir: tensor_dir(bf, bdir, &b.dump),
-                        }),
+                        (Some(b), Some(bf), Some(bdir)) => {
+                            GraphExport::bench(&res, pair.step, pair.rank).map(|x| GraphExport {
+                                dump_data_dir: tensor_dir(bf, bdir, &b.dump),
+                                ..x
+                            })
+                        }
                         _ => None,
                     };
                     let mut graphs = vec![&nx];

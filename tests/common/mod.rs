@@ -461,31 +461,10 @@ fn run_inner(case: &Case) -> probelens::Result<Db> {
             _ => None,
         };
         let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?;
-        let nx = GraphExport {
-            graph: &res.npu.graph,
-            dump: &res.npu.dump,
-            other: res.bench.as_ref().map(|b| &b.graph),
-            comparison: res.comparison.as_ref(),
-            mode: res.mode,
-            data_source: "NPU",
-            step: pair.step,
-            rank: pair.rank,
-            dump_data_dir: None,
-        };
+        let nx = GraphExport::npu(&res, pair.step, pair.rank);
         let dn = export::export_graph(&nx, &mut sink);
         push("NPU", pair.step, pair.rank, dn);
-        if let Some(b) = &res.bench {
-            let bx = GraphExport {
-                graph: &b.graph,
-                dump: &b.dump,
-                other: Some(&res.npu.graph),
-                comparison: None,
-                mode: res.mode,
-                data_source: "Bench",
-                step: pair.step,
-                rank: pair.rank,
-                dump_data_dir: None,
-            };
+        if let Some(bx) = GraphExport::bench(&res, pair.step, pair.rank) {
             let db = export::export_graph(&bx, &mut sink);
             push("Bench", pair.step, pair.rank, db);
         }
