@@ -12,7 +12,7 @@ use crate::error::{Diagnostic, Error, Result};
 use crate::graph::{Graph, NodeId, NodeOp, Precision, ROOT};
 use crate::items::{k, Item, ItemMap, Mode, Num, Py, State};
 use crate::json::{KeyId, Store};
-use crate::mapping::{api_mapping, LayerMapping};
+use crate::mapping::{api_mapping, ApiMapping, LayerMapping};
 use crate::HashMap;
 use std::collections::VecDeque;
 
@@ -380,7 +380,7 @@ pub fn compare(
     mode: Mode,
     opts: &CompareOptions,
 ) -> Comparison {
-    let mut mapping: Option<HashMap<&str, &str>> = None;
+    let mut mapping: Option<ApiMapping> = None;
     let mut diagnostics = Vec::new();
     if let Some(lm) = &opts.layer_mapping {
         match api_mapping(dn, db, lm, opts.join) {
@@ -390,7 +390,7 @@ pub fn compare(
                     "",
                     format!("the layer mapping is not effective (msprobe: \"The layer mapping file parsing failed\"): {why}"),
                 ));
-                mapping = Some(HashMap::default());
+                mapping = Some(ApiMapping::default());
             }
         }
     }
@@ -419,7 +419,7 @@ pub fn compare(
             cx.fuzzy_one(n);
         } else if let Some(m) = &mapping {
             let name = &cx.gn.nodes[n as usize].name;
-            let target = m.get(name.as_str()).copied().unwrap_or(name);
+            let target = m.get(name).unwrap_or(name);
             if let Some(b) = cx.gb.get(target) {
                 cx.link(n, b);
                 cx.compare_pair(n, b);

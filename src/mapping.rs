@@ -16,6 +16,7 @@
 use crate::dump::RankDump;
 use crate::error::{Error, ErrorKind, Place, Result};
 use crate::json::{Store, Val};
+use crate::names::{NameId, Names};
 use crate::HashMap;
 
 /// One rule: source path, destination path, number of source levels.
@@ -416,7 +417,30 @@ struct DataItem<'a> {
     data_name: &'a str,
     type_name: &'a str,
     state: &'a str,
-    full_scope: String,
+    /// The key's id in `RankDump::node_names`.
+    name: NameId,
+    /// The item's scope in [`Items::scopes`] (items share scopes: every call of one API in a
+    /// module, a backward call and its forward call).
+    full_scope: NameId,
+}
+
+/// The data items of one dump and their distinct scopes.
+#[derive(Debug, Default)]
+struct Items<'a> {
+    list: Vec<DataItem<'a>>,
+    scopes: Names,
+}
+
+impl Items<'_> {
+    fn scope(&self, it: &DataItem) -> &str {
+        self.scopes.str(it.full_scope)
+    }
+}
+
+fn intern_scope(scopes: &mut Names, s: &str) -> std::result::Result<NameId, Fail> {
+    scopes
+        .intern(s)
+        .ok_or_else(|| "the layer-mapping scopes pass 4 GiB".to_string())
 }
 
 #[derive(Debug, Default)]
@@ -464,18 +488,16 @@ impl<'a> Trie<'a> {
     /// Inserts every item at its scope, in order; returns each item's trie node and its
     /// position among the node's items of its state. Items share scopes (every tensor of a
     /// call, every repeat of a call in one module): each distinct scope is walked once.
-    fn insert_all(&mut self, items: &[DataItem<'a>]) -> Vec<(usize, usize)> {
-        let mut at: HashMap<&str, usize> = HashMap::default();
-        let mut out = Vec::with_capacity(items.len());
-        for it in items {
-            let cur = match at.get(it.full_scope.as_str()) {
-                Some(&c) => c,
-                None => {
-                    let c = self.node_for(&it.full_scope);
-                    at.insert(&it.full_scope, c);
-                    c
-                }
-            };
+    fn insert_all(&mut self, items: &Items<'a>) -> Vec<(usize, usize)> {
+        // Trie node per scope id (usize::MAX: not walked yet).
+        let mut at: Vec<usize> = vec![usize::MAX; items.scopes.len()];
+        let mut out = Vec::with_capacity(items.list.len());
+        for it in &items.list {
+            let slot = &mut at[it.full_scope.0 as usize];
+            if *slot == usize::MAX {
+                *slot = self.node_for(items.scope(it));
+            }
+            let cur = *slot;
             let node = &mut self.nodes[cur];
             let list = node.items.entry(it.state).or_default();
             list.push(out.len());
@@ -632,15 +654,17 @@ fn last_four(s: &str) -> [&str; 4] {
     out
 }
 
-fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
+fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
     // `get_stack_construct_by_dump_json_path`: stack.json loaded raw (new format gives no
     // per-name stacks), construct.json with micro steps stripped.
     if d.stack_raw_empty || d.construct.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Items::default());
     }
     let framework = d.framework.unwrap_or("pytorch");
     let store = &d.store;
     let mut items = Vec::with_capacity(d.entries.len());
+    let mut scopes = Names::default();
+    let mut full_scope = String::new();
     // A failing stack ends the whole call, so only successes are cached.
     let mut frame_cache: HashMap<(u32, u32), String> = HashMap::default();
     for e in &d.entries {
@@ -709,8 +733,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
                 }
             }
         }
-        let mut full_scope =
-            String::with_capacity(layer_scope.len() + frame_scope.len() + api_name.len() + 2);
+        full_scope.clear();
         full_scope.push_str(layer_scope);
         if !frame_scope.is_empty() {
             full_scope.push('.');
@@ -722,7 +745,8 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
             data_name: name,
             type_name,
             state,
-            full_scope,
+            name: e.name,
+            full_scope: intern_scope(&mut scopes, &full_scope)?,
         });
     }
     // backward_pass: backward items take the scope of their forward item.
@@ -744,11 +768,15 @@ fn make_items(d: &RankDump) -> std::result::Result<Vec<DataItem<'_>>, Fail> {
         fwd.push_str(&name[..cut]);
         fwd.push_str(&tail.replace("backward", "forward"));
         if let Some(&j) = by_name.get(fwd.as_str()) {
-            let scope = items[j].full_scope.clone();
-            items[i].full_scope = scope;
+            items[i].full_scope = items[j].full_scope;
         }
     }
-    renumber_index_pass(&mut items, "ParallelTransformer", "layers");
+    drop(by_name);
+    let mut items = Items {
+        list: items,
+        scopes,
+    };
+    renumber_index_pass(&mut items, "ParallelTransformer", "layers")?;
     Ok(items)
 }
 
@@ -780,39 +808,77 @@ fn next_item_last_number(scope: &str, prefix: &str) -> Option<(String, i64)> {
     last.map(|n| (next, n))
 }
 
-fn renumber_index_pass(items: &mut [DataItem<'_>], type_name: &str, suffix: &str) {
+/// msprobe's renumbering of the `suffix` index after each `type_name` layer's scope (so that
+/// e.g. the layers of a pipeline stage count from 0). It is a function of the scope text, so it
+/// is done once per distinct scope of the items.
+fn renumber_index_pass(
+    items: &mut Items<'_>,
+    type_name: &str,
+    suffix: &str,
+) -> std::result::Result<(), Fail> {
     let mut prefixes: Vec<String> = Vec::new();
-    for it in items.iter() {
+    for it in &items.list {
         if it.type_name == type_name {
-            let p = format!("{}.{suffix}", it.full_scope);
+            let p = format!("{}.{suffix}", items.scope(it));
             if !prefixes.contains(&p) {
                 prefixes.push(p);
             }
         }
     }
+    if prefixes.is_empty() {
+        return Ok(());
+    }
+    // The scopes in use (renumbered ones are added to the table, and must not be renumbered
+    // again by this prefix).
+    let mut used = vec![false; items.scopes.len()];
+    for it in &items.list {
+        used[it.full_scope.0 as usize] = true;
+    }
+    let mut inuse: Vec<NameId> = (0..used.len() as u32)
+        .filter(|i| used[*i as usize])
+        .map(NameId)
+        .collect();
     for prefix in prefixes {
-        let min = items
+        let min = inuse
             .iter()
-            .filter_map(|it| next_item_last_number(&it.full_scope, &prefix).map(|(_, n)| n))
+            .filter_map(|id| next_item_last_number(items.scopes.str(*id), &prefix).map(|(_, n)| n))
             .min();
         let Some(min) = min else { continue };
-        for it in items.iter_mut() {
-            if let Some((next, n)) = next_item_last_number(&it.full_scope, &prefix) {
+        // Old scope id -> new scope id.
+        let mut remap: HashMap<NameId, NameId> = HashMap::default();
+        for id in &mut inuse {
+            let scope = items.scopes.str(*id);
+            if let Some((next, n)) = next_item_last_number(scope, &prefix) {
                 let old = format!("{prefix}.{next}");
                 let new = format!("{prefix}.{}", n - min);
-                if let Some(p) = it.full_scope.find(&old) {
-                    it.full_scope.replace_range(p..p + old.len(), &new);
+                if let Some(p) = scope.find(&old) {
+                    let mut renamed = scope.to_string();
+                    renamed.replace_range(p..p + old.len(), &new);
+                    let to = intern_scope(&mut items.scopes, &renamed)?;
+                    remap.insert(*id, to);
+                    *id = to;
                 }
             }
         }
+        if remap.is_empty() {
+            continue;
+        }
+        for it in &mut items.list {
+            if let Some(to) = remap.get(&it.full_scope) {
+                it.full_scope = *to;
+            }
+        }
+        inuse.sort_unstable();
+        inuse.dedup();
     }
+    Ok(())
 }
 
 /// The scopes of one side as layer mapping sees them: every dump key's `full_scope` and the trie
 /// of scopes with the class name of each layer. Used to explain and export mappings.
 #[derive(Debug)]
 pub struct ScopeTree<'a> {
-    items: Vec<DataItem<'a>>,
+    items: Items<'a>,
     by_name: HashMap<&'a str, usize>,
     trie: Trie<'a>,
 }
@@ -832,6 +898,7 @@ impl<'a> ScopeTree<'a> {
         let mut trie = Trie::new();
         trie.insert_all(&items);
         let by_name = items
+            .list
             .iter()
             .enumerate()
             .map(|(i, it)| (it.data_name, i))
@@ -847,13 +914,15 @@ impl<'a> ScopeTree<'a> {
     pub fn full_scope(&self, data_name: &str) -> Option<&str> {
         self.by_name
             .get(data_name)
-            .map(|&i| self.items[i].full_scope.as_str())
+            .map(|&i| self.items.scope(&self.items.list[i]))
     }
 
     /// The state of a dump key (`forward`, `backward`, `parameters_grad`, ...): calls are matched
     /// by position among the items of one state at a scope.
     pub fn state(&self, data_name: &str) -> Option<&str> {
-        self.by_name.get(data_name).map(|&i| self.items[i].state)
+        self.by_name
+            .get(data_name)
+            .map(|&i| self.items.list[i].state)
     }
 
     /// The class name the trie holds for a layer path (segments after the head), if the path exists:
@@ -980,6 +1049,31 @@ fn map_scope<'s>(
     Ok((cur, node))
 }
 
+/// What layer mapping gives each NPU dump key (msprobe's dict from NPU data key to Bench data
+/// key or "N/A"), held by the keys' name ids: 4 bytes per name instead of a hash map of
+/// string pairs. Empty ([`Default`]): no key is mapped.
+#[derive(Debug, Default)]
+pub struct ApiMapping<'a> {
+    names: Option<(&'a Names, &'a Names)>,
+    /// NPU name id -> Bench name id, [`MAPPED_NA`] or [`UNMAPPED`].
+    to: Vec<u32>,
+}
+
+const UNMAPPED: u32 = u32::MAX;
+const MAPPED_NA: u32 = u32::MAX - 1;
+
+impl<'a> ApiMapping<'a> {
+    /// The Bench key (or "N/A") the NPU key `name` maps to; None if it is not a mapped key.
+    pub fn get(&self, name: &str) -> Option<&'a str> {
+        let (n, b) = self.names?;
+        match *self.to.get(n.get(name)?.0 as usize)? {
+            UNMAPPED => None,
+            MAPPED_NA => Some("N/A"),
+            id => Some(b.str(NameId(id))),
+        }
+    }
+}
+
 /// msprobe's `generate_api_mapping_by_layer_mapping`: NPU data key -> bench data key or "N/A".
 /// Errors are the messages msprobe would log before making the mapping ineffective.
 pub fn api_mapping<'a>(
@@ -987,7 +1081,7 @@ pub fn api_mapping<'a>(
     bench: &'a RankDump,
     lm: &LayerMapping,
     join: Option<crate::Join>,
-) -> std::result::Result<HashMap<&'a str, &'a str>, Fail> {
+) -> std::result::Result<ApiMapping<'a>, Fail> {
     if let Some(why) = &lm.invalid {
         return Err(why.clone());
     }
@@ -1010,7 +1104,7 @@ pub fn api_mapping<'a>(
     // NPU's failure first, as when the sides ran one after the other.
     let (n_items, n_trie, n_pos) = n_side?;
     let (b_items, b_trie) = b_side?;
-    let mut out = HashMap::with_capacity_and_hasher(n_items.len(), Default::default());
+    let mut to = vec![UNMAPPED; npu.node_names.len()];
     // Scoped keys matching at each NPU trie node (the node determines the path and class).
     let mut scoped_at: HashMap<usize, Vec<usize>> = HashMap::default();
     // The walk below depends only on the item's NPU trie node (its path fixes every rule
@@ -1020,7 +1114,7 @@ pub fn api_mapping<'a>(
     // Buffers reused across items.
     let mut scope: Vec<&str> = Vec::new();
     let mut new_scope = String::new();
-    for (i, it) in n_items.iter().enumerate() {
+    for (i, it) in n_items.list.iter().enumerate() {
         let (leaf, ix) = n_pos[i];
         let node = match bench_at[leaf] {
             Some(known) => known,
@@ -1029,7 +1123,7 @@ pub fn api_mapping<'a>(
                     lm,
                     &n_trie,
                     &b_trie,
-                    &it.full_scope,
+                    n_items.scope(it),
                     &mut scope,
                     &mut new_scope,
                     &mut scoped_at,
@@ -1048,13 +1142,17 @@ pub fn api_mapping<'a>(
                 .and_then(|list| list.get(ix))
                 .copied()
         });
-        let v = match bench_name {
-            Some(b) => b_items[b].data_name,
-            None => "N/A",
-        };
-        out.insert(it.data_name, v);
+        if let Some(slot) = to.get_mut(it.name.0 as usize) {
+            *slot = match bench_name {
+                Some(b) => b_items.list[b].name.0,
+                None => MAPPED_NA,
+            };
+        }
     }
-    Ok(out)
+    Ok(ApiMapping {
+        names: Some((&npu.node_names, &bench.node_names)),
+        to,
+    })
 }
 
 #[cfg(test)]

@@ -353,7 +353,7 @@ pub fn export_mapping(
     let mut reproduced_all = Vec::new();
     let mut missed: Vec<(String, String, String)> = Vec::new();
     for ((n, b), refused) in pairs.iter().zip(refused) {
-        let got = mapping.get(n.as_str()).copied();
+        let got = mapping.get(n.as_str());
         let target = got.unwrap_or(n.as_str());
         if gn.get(n).is_some() && target == b && gb.get(b).is_some() {
             reproduced_all.push((n.clone(), b.clone()));
