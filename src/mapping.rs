@@ -750,11 +750,13 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
         });
     }
     // backward_pass: backward items take the scope of their forward item.
-    let by_name: HashMap<&str, usize> = items
-        .iter()
-        .enumerate()
-        .map(|(i, it)| (it.data_name, i))
-        .collect();
+    // Item by the id of its name (the last of a repeated name, as a dict built in order).
+    let mut by_name: Vec<u32> = vec![u32::MAX; d.node_names.len()];
+    for (i, it) in items.iter().enumerate() {
+        if let Some(slot) = by_name.get_mut(it.name.0 as usize) {
+            *slot = i as u32;
+        }
+    }
     let mut fwd = String::new();
     for i in 0..items.len() {
         let name = items[i].data_name;
@@ -767,8 +769,9 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
         fwd.clear();
         fwd.push_str(&name[..cut]);
         fwd.push_str(&tail.replace("backward", "forward"));
-        if let Some(&j) = by_name.get(fwd.as_str()) {
-            items[i].full_scope = items[j].full_scope;
+        let j = d.node_names.get(&fwd).and_then(|id| by_name.get(id.0 as usize));
+        if let Some(&j) = j.filter(|j| **j != u32::MAX) {
+            items[i].full_scope = items[j as usize].full_scope;
         }
     }
     drop(by_name);
