@@ -8,9 +8,8 @@
 
 use crate::error::{Diagnostic, Error, ErrorKind, Place, Result};
 use crate::json::{line_col, KeyId, LineBase, Reader, Store, SyntaxError, Val};
-use crate::names::{NameId, Names};
+use crate::names::{NameId, NameMap, Names};
 use crate::pyfmt::py_str;
-use crate::HashMap;
 use std::collections::BTreeMap;
 
 /// The task field of dump.json.
@@ -121,9 +120,9 @@ pub struct RankDump {
     pub micro_step_number: Option<Val>,
     construct_micro: Vec<i64>,
     /// stack.json converted to name -> stack (msprobe's `load_stack_json`).
-    pub stack_by_name: HashMap<String, StackVal>,
+    pub stack_by_name: NameMap<StackVal>,
     /// stack.json as loaded (top-level key -> value), used by the layer mapping.
-    pub stack_raw: HashMap<String, StackVal>,
+    pub stack_raw: NameMap<StackVal>,
     pub stack_raw_empty: bool,
     /// Any top-level list element of an entry has an `md5` key (msprobe's `md5_find`).
     pub has_md5: bool,
@@ -204,8 +203,8 @@ impl RankDump {
             construct_pos: Vec::new(),
             micro_step_number: None,
             construct_micro: Vec::new(),
-            stack_by_name: HashMap::default(),
-            stack_raw: HashMap::default(),
+            stack_by_name: NameMap::default(),
+            stack_raw: NameMap::default(),
             stack_raw_empty: true,
             has_md5: false,
             diagnostics: Vec::new(),
@@ -1066,13 +1065,23 @@ impl RankDump {
         }
         let pairs: Vec<_> = self.store.obj(v).to_vec();
         self.stack_raw_empty = pairs.is_empty();
+        let too_big = || {
+            Error::new(
+                ErrorKind::Limit,
+                f,
+                Place::None,
+                "stack.json's names pass 4 GiB, more than probelens can index",
+            )
+        };
         for (k, val) in &pairs {
-            self.stack_raw.insert(self.store.key(*k).to_string(), *val);
+            if !self.stack_raw.insert(self.store.key(*k), *val) {
+                return Err(too_big());
+            }
         }
         let new_format = self
             .stack_raw
             .get("0")
-            .is_some_and(|v| crate::items::truthy(&self.store, *v));
+            .is_some_and(|v| crate::items::truthy(&self.store, v));
         if !new_format {
             self.stack_by_name = self.stack_raw.clone();
             return Ok(());
@@ -1091,9 +1100,12 @@ impl RankDump {
             for api in self.store.list(apis).to_vec() {
                 // Names are str in practice; others are keyed by their text.
                 let name = py_str(&self.store, api);
-                self.stack_by_name.insert(name, stack);
+                if !self.stack_by_name.insert(&name, stack) {
+                    return Err(too_big());
+                }
             }
         }
+        self.stack_by_name.shrink_to_fit();
         Ok(())
     }
 

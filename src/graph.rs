@@ -661,7 +661,7 @@ impl Builder<'_> {
             }
         }
         let entry = name_id.and_then(|i| self.d.entry_of(i));
-        let stack_val = self.d.stack_by_name.get(name).copied();
+        let stack_val = self.d.stack_by_name.get(name);
         let mut stack = match stack_val {
             Some(v) => Stack::Val(v),
             None => Stack::Empty,
@@ -781,7 +781,7 @@ impl Builder<'_> {
                 } else {
                     name.clone()
                 };
-                if !self.is_recompute_by_stack(self.d.stack_by_name.get(&id).copied()) {
+                if !self.is_recompute_by_stack(self.d.stack_by_name.get(&id)) {
                     continue;
                 }
             }

@@ -718,7 +718,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
         let mut frame_scope = "";
         let owned: String;
         if !is_layer && api_type != "Primitive" && api_type != "Jit" {
-            let stack = d.stack_raw.get(name).copied();
+            let stack = d.stack_raw.get(name);
             if let Some(sv) = stack.filter(|v| crate::items::truthy(store, *v)) {
                 // stack.json groups many entries under one stack value: scan each value once.
                 if let Val::List { start, len } = sv {
@@ -769,7 +769,10 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
         fwd.clear();
         fwd.push_str(&name[..cut]);
         fwd.push_str(&tail.replace("backward", "forward"));
-        let j = d.node_names.get(&fwd).and_then(|id| by_name.get(id.0 as usize));
+        let j = d
+            .node_names
+            .get(&fwd)
+            .and_then(|id| by_name.get(id.0 as usize));
         if let Some(&j) = j.filter(|j| **j != u32::MAX) {
             items[i].full_scope = items[j as usize].full_scope;
         }

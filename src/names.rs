@@ -119,9 +119,79 @@ impl Names {
     }
 }
 
+/// A map from names to values of `V`, the names interned ([`Names`]): stack.json's tens of
+/// thousands of API names held once each, without an owned string and a hash-map slot per name.
+/// Inserting a name again replaces its value (as a dict does).
+#[derive(Debug, Clone)]
+pub struct NameMap<V> {
+    names: Names,
+    vals: Vec<V>,
+}
+
+impl<V> Default for NameMap<V> {
+    fn default() -> Self {
+        NameMap {
+            names: Names::default(),
+            vals: Vec::new(),
+        }
+    }
+}
+
+impl<V: Copy> NameMap<V> {
+    pub fn len(&self) -> usize {
+        self.vals.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.vals.is_empty()
+    }
+    pub fn get(&self, name: &str) -> Option<V> {
+        self.names
+            .get(name)
+            .and_then(|id| self.vals.get(id.0 as usize).copied())
+    }
+    /// Sets the value of `name`; false when the names would pass 4 GiB (nothing is set).
+    pub fn insert(&mut self, name: &str, v: V) -> bool {
+        let Some(id) = self.names.intern(name) else {
+            return false;
+        };
+        match self.vals.get_mut(id.0 as usize) {
+            Some(slot) => *slot = v,
+            None => self.vals.push(v),
+        }
+        true
+    }
+    /// (name, value) in first-insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, V)> + '_ {
+        self.vals
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (self.names.str(NameId(i as u32)), *v))
+    }
+    pub fn shrink_to_fit(&mut self) {
+        self.names.shrink_to_fit();
+        self.vals.shrink_to_fit();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_map_replaces_and_keeps_order() {
+        let mut m: NameMap<u32> = NameMap::default();
+        assert!(m.is_empty() && m.get("a").is_none());
+        for (i, k) in ["a", "b", "a", "", "c", "b"].iter().enumerate() {
+            assert!(m.insert(k, i as u32));
+        }
+        assert_eq!(m.len(), 4);
+        assert_eq!(m.get("a"), Some(2));
+        assert_eq!(m.get("b"), Some(5));
+        assert_eq!(m.get(""), Some(3));
+        assert_eq!(m.get("d"), None);
+        let all: Vec<(&str, u32)> = m.iter().collect();
+        assert_eq!(all, vec![("a", 2), ("b", 5), ("", 3), ("c", 4)]);
+    }
 
     #[test]
     fn interns_once_and_finds() {

@@ -107,7 +107,7 @@ pub fn summary(r: &probelens::Result<RankDump>) -> String {
     let mut stack: Vec<_> = d
         .stack_by_name
         .iter()
-        .map(|(k, v)| format!("{k}={}", probelens::pyfmt::py_str(&d.store, *v)))
+        .map(|(k, v)| format!("{k}={}", probelens::pyfmt::py_str(&d.store, v)))
         .collect();
     stack.sort();
     s.push_str(&stack.join("\n"));
