@@ -192,6 +192,11 @@ pub struct Store {
     /// [`KeyTable::short`]: `"torch.Tensor"` and `"torch.float32"` are in every tensor of a dump,
     /// and were most of its text.
     short_strs: Vec<StrRef>,
+    /// Short lists (at most [`SHORT_LIST`] elements) already in `vals`, direct-mapped by their
+    /// words: `(start, len)`. A list whose words equal a cached one's is that one (values are
+    /// never changed in place): the shape `[1, 128, 4096]` of the tensors of one layer's calls
+    /// is stored once instead of per tensor.
+    short_lists: Vec<(u32, u32)>,
     keys: Vec<Box<str>>,
     key_ids: KeyTable,
 }
@@ -363,11 +368,44 @@ impl Store {
         self.text.truncate(m.text);
     }
     pub fn new_list(&mut self, items: &[Val]) -> Val {
+        if (1..=SHORT_LIST).contains(&items.len()) {
+            return self.new_short_list(items);
+        }
         let start = self.push_vals(items.iter().copied());
         Val::List {
             start,
             len: items.len() as u32,
         }
+    }
+    /// A list of 1 to [`SHORT_LIST`] values: the same words as a cached short list are that
+    /// list (the cached range is checked against the current words: the store may have been
+    /// rewound and refilled since).
+    fn new_short_list(&mut self, items: &[Val]) -> Val {
+        let mut words = [Packed(0); SHORT_LIST];
+        for (w, v) in words.iter_mut().zip(items) {
+            *w = self.pack(*v);
+        }
+        let words = &words[..items.len().min(SHORT_LIST)];
+        let len = words.len() as u32;
+        let mut h = len as u64;
+        for w in words {
+            h = (h ^ w.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+        let slot = (h >> 52) as usize % LIST_SLOTS;
+        if self.short_lists.is_empty() {
+            self.short_lists = vec![(0, 0); LIST_SLOTS];
+        }
+        if let Some(&(start, n)) = self.short_lists.get(slot) {
+            if n == len && self.vals.get(start as usize..(start + n) as usize) == Some(words) {
+                return Val::List { start, len };
+            }
+        }
+        let start = self.vals.len() as u32;
+        self.vals.extend_from_slice(words);
+        if let Some(e) = self.short_lists.get_mut(slot) {
+            *e = (start, len);
+        }
+        Val::List { start, len }
     }
     pub fn new_obj(&mut self, items: &[(KeyId, Val)]) -> Val {
         let start = self.push_vals(items.iter().map(|&(_, v)| v));
@@ -456,6 +494,10 @@ impl<'a> IntoIterator for Obj<'a> {
 
 /// Entries of [`KeyTable::short`].
 const SHORT_SLOTS: usize = 256;
+
+/// The longest list [`Store`] looks up among the lists it holds, and its cache's slots.
+const SHORT_LIST: usize = 8;
+const LIST_SLOTS: usize = 4096;
 
 /// A key of at most 16 bytes as two little-endian words, zero-padded: with its length, they
 /// are the key. Built from whole loads (no byte copies through memory).
@@ -2044,5 +2086,67 @@ mod tests {
         let (x, y) = (s.push_str(long), s.push_str(long));
         assert_ne!(x, y);
         assert_eq!(s.str(x), s.str(y));
+    }
+
+    /// A short list equal to one held is that list; after a rewind the cached range is checked
+    /// against what the store holds now; lists that differ in any way (bits of a float, a nested
+    /// list, their length) stay apart; parsed dumps read back the same.
+    #[test]
+    fn short_lists_stored_once() {
+        let mut s = Store::default();
+        let shape = [Val::Int(1), Val::Int(128), Val::Int(4096)];
+        let a = s.new_list(&shape);
+        let n = s.vals.len();
+        let b = s.new_list(&shape);
+        assert_eq!(a, b);
+        assert_eq!(s.vals.len(), n);
+        for other in [
+            &[Val::Int(1), Val::Int(128)][..],
+            &[Val::Int(1), Val::Int(128), Val::Int(4097)],
+            &[Val::Float(1.0), Val::Int(128), Val::Int(4096)],
+            &[Val::Int(1), Val::Int(128), Val::Int(4096), Val::Int(1)],
+        ] {
+            let o = s.new_list(other);
+            assert_ne!(o, a);
+            assert_eq!(s.list(o).iter().collect::<Vec<_>>(), other);
+        }
+        let (z, nz) = (
+            s.new_list(&[Val::Float(0.0)]),
+            s.new_list(&[Val::Float(-0.0)]),
+        );
+        assert_ne!(z, nz);
+        assert!(matches!(s.list(nz).get(0), Some(Val::Float(f)) if f.is_sign_negative()));
+        // Nested: equal words are equal contents.
+        let (p, q) = (s.new_list(&[a, Val::Null]), s.new_list(&[b, Val::Null]));
+        assert_eq!(p, q);
+        // Rewound to before the first list and refilled with other values at its place.
+        let m = s.mark();
+        s.rewind(Mark { vals: 0, ..m });
+        let filler = s.new_list(&[Val::Int(7), Val::Int(7), Val::Int(7)]);
+        assert_eq!(
+            s.list(filler).iter().collect::<Vec<_>>(),
+            vec![Val::Int(7); 3]
+        );
+        let c = s.new_list(&shape);
+        assert_eq!(s.list(c).iter().collect::<Vec<_>>(), shape);
+        // Long lists are not looked up.
+        let long = [Val::Int(1); SHORT_LIST + 1];
+        let (l1, l2) = (s.new_list(&long), s.new_list(&long));
+        assert_ne!(l1, l2);
+        // Parsed text: the shapes of two tensors share one range and read back whole.
+        let (st, root) =
+            parse(br#"[{"shape": [2, 3]}, {"shape": [2, 3]}, {"shape": [3, 2]}]"#).unwrap();
+        let shapes: Vec<Val> = st
+            .list(root)
+            .iter()
+            .map(|t| st.get(t, "shape").unwrap())
+            .collect();
+        assert_eq!(shapes[0], shapes[1]);
+        assert_ne!(shapes[0], shapes[2]);
+        let back: Vec<Vec<Val>> = shapes
+            .iter()
+            .map(|v| st.list(*v).iter().collect())
+            .collect();
+        assert_eq!(back[2], vec![Val::Int(3), Val::Int(2)]);
     }
 }
