@@ -380,10 +380,36 @@ pub fn compare(
     mode: Mode,
     opts: &CompareOptions,
 ) -> Comparison {
+    let mapping = layer_mapping_of(dn, db, opts);
+    compare_mapped(gn, dn, gb, db, mode, opts, mapping)
+}
+
+/// What [`CompareOptions::layer_mapping`] maps on these dumps (None without a layer mapping):
+/// a function of the dumps alone, so a host may make it before it builds the graphs (its
+/// working set is then not on top of theirs) and pass it to [`compare_mapped`].
+pub fn layer_mapping_of<'a>(
+    dn: &'a RankDump,
+    db: &'a RankDump,
+    opts: &CompareOptions,
+) -> Option<std::result::Result<ApiMapping<'a>, String>> {
+    let lm = opts.layer_mapping.as_ref()?;
+    Some(api_mapping(dn, db, lm, opts.join))
+}
+
+/// [`compare`] with the layer mapping [`layer_mapping_of`] made on `dn` and `db`.
+pub fn compare_mapped(
+    gn: &mut Graph,
+    dn: &RankDump,
+    gb: &mut Graph,
+    db: &RankDump,
+    mode: Mode,
+    opts: &CompareOptions,
+    layer_mapping: Option<std::result::Result<ApiMapping, String>>,
+) -> Comparison {
     let mut mapping: Option<ApiMapping> = None;
     let mut diagnostics = Vec::new();
-    if let Some(lm) = &opts.layer_mapping {
-        match api_mapping(dn, db, lm, opts.join) {
+    if let Some(made) = layer_mapping {
+        match made {
             Ok(m) => mapping = Some(m),
             Err(why) => {
                 diagnostics.push(Diagnostic::warning(

@@ -4,7 +4,7 @@
 //! Files are reached through the [`Files`] trait, so the core stays free of IO: the CLI
 //! implements it over the file system, the page over the files the user dropped.
 
-use crate::compare::{compare, compare_mode, CompareOptions, Comparison};
+use crate::compare::{compare_mapped, compare_mode, layer_mapping_of, CompareOptions, Comparison};
 use crate::dump::{FileNames, RankDump, RankParser};
 use crate::error::{Diagnostic, Error, Result};
 use crate::graph::Graph;
@@ -489,6 +489,17 @@ fn run_pair_impl(
             diagnostics: parsed,
         });
     };
+    let copts = CompareOptions {
+        fuzzy: opts.fuzzy,
+        layer_mapping: opts.layer_mapping.clone(),
+        layout_aware: opts.layout_aware,
+        parallel_merge,
+        join: opts.join,
+        derive_results: true,
+    };
+    // The layer mapping reads the dumps alone: made before the graphs, its items and tries are
+    // freed before the graphs take their memory (on a large pair they were the peak).
+    let mapping = layer_mapping_of(&npu, &bench, &copts);
     // The two graphs are independent; NPU's error first, as when built one after the other.
     let (gn, gb) = crate::join2(
         opts.join,
@@ -514,15 +525,7 @@ fn run_pair_impl(
     }
     let mode = compare_mode(&npu, &bench)?;
     compare_framework(&npu, &bench)?;
-    let copts = CompareOptions {
-        fuzzy: opts.fuzzy,
-        layer_mapping: opts.layer_mapping.clone(),
-        layout_aware: opts.layout_aware,
-        parallel_merge,
-        join: opts.join,
-        derive_results: true,
-    };
-    let mut cmp = compare(&mut gn, &npu, &mut gb, &bench, mode, &copts);
+    let mut cmp = compare_mapped(&mut gn, &npu, &mut gb, &bench, mode, &copts, mapping);
     let micro_steps = gn.paging_by_micro_step(Some(&mut gb));
     if opts.overflow_check {
         gn.apply_overflow(&npu);
