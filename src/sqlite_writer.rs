@@ -430,11 +430,77 @@ enum Key {
     Text(u64),
 }
 
+/// Integers kept as narrow as the column's values allow so far: `step`, `rank`, `modified`,
+/// `micro_step_id` and `is_distributed` take a byte a row, `node_order` four (they were eight:
+/// ~13 MB of a 326,000-row export's keys). Widened, all values copied, when one does not fit.
+#[derive(Clone)]
+enum Ints {
+    I8(Vec<i8>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+impl Ints {
+    fn len(&self) -> usize {
+        match self {
+            Ints::I8(v) => v.len(),
+            Ints::I32(v) => v.len(),
+            Ints::I64(v) => v.len(),
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn reserve_exact(&mut self, n: usize) {
+        match self {
+            Ints::I8(v) => v.reserve_exact(n),
+            Ints::I32(v) => v.reserve_exact(n),
+            Ints::I64(v) => v.reserve_exact(n),
+        }
+    }
+    #[inline]
+    fn get(&self, i: usize) -> i64 {
+        match self {
+            Ints::I8(v) => v[i] as i64,
+            Ints::I32(v) => v[i] as i64,
+            Ints::I64(v) => v[i],
+        }
+    }
+    fn push(&mut self, x: i64) {
+        match self {
+            Ints::I8(v) => match i8::try_from(x) {
+                Ok(y) => v.push(y),
+                Err(_) => {
+                    *self = match i32::try_from(x) {
+                        Ok(_) => Ints::I32(Self::widen(v, v.capacity())),
+                        Err(_) => Ints::I64(Self::widen(v, v.capacity())),
+                    };
+                    self.push(x);
+                }
+            },
+            Ints::I32(v) => match i32::try_from(x) {
+                Ok(y) => v.push(y),
+                Err(_) => {
+                    *self = Ints::I64(Self::widen(v, v.capacity()));
+                    self.push(x);
+                }
+            },
+            Ints::I64(v) => v.push(x),
+        }
+    }
+    /// `v`'s values in a wider vector with the same spare room.
+    fn widen<A: Copy, B: From<A>>(v: &[A], room: usize) -> Vec<B> {
+        let mut w = Vec::with_capacity(room.max(v.len() + 1));
+        w.extend(v.iter().map(|&a| B::from(a)));
+        w
+    }
+}
+
 /// One kept column: integers or text offsets as plain numbers while the column holds only those
-/// (8 bytes a row), [`Key`]s once it mixes kinds.
+/// ([`Ints`], 8 bytes a row for texts), [`Key`]s once it mixes kinds.
 #[derive(Clone)]
 enum Col {
-    Ints(Vec<i64>),
+    Ints(Ints),
     Texts(Vec<u64>),
     Any(Vec<Key>),
 }
@@ -457,7 +523,7 @@ impl Col {
     }
     fn get(&self, row: usize) -> Key {
         match self {
-            Col::Ints(v) => Key::Int(v[row]),
+            Col::Ints(v) => Key::Int(v.get(row)),
             Col::Texts(v) => Key::Text(v[row]),
             Col::Any(v) => v[row],
         }
@@ -478,7 +544,7 @@ impl Col {
                         Col::Texts(v)
                     }
                     (0, Key::Int(x)) => {
-                        let mut v = Vec::with_capacity(cap);
+                        let mut v = Ints::I8(Vec::with_capacity(cap));
                         v.push(x);
                         Col::Ints(v)
                     }
@@ -780,7 +846,7 @@ struct Column {
 impl Column {
     fn new(rows_hint: usize) -> Column {
         Column {
-            col: Col::Ints(Vec::new()),
+            col: Col::Ints(Ints::I8(Vec::new())),
             text: TextArena::default(),
             dedup: Dedup {
                 last: None,
@@ -1418,19 +1484,15 @@ fn column_ranks(column: Column) -> Ranks {
         };
     let by_rank = match &column.col {
         Col::Ints(ints) => {
-            let mut pairs: Vec<(i64, u32)> = ints
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| (v, i as u32))
-                .collect();
+            let mut pairs: Vec<(i64, u32)> = (0..n).map(|i| (ints.get(i), i as u32)).collect();
             pairs.sort_unstable();
             let order: Vec<u32> = pairs.iter().map(|p| p.1).collect();
             drop(pairs);
             let mut values = Vec::new();
             assign(
                 &order,
-                &|a, b| ints[a as usize] == ints[b as usize],
-                &mut |row| values.push(ints[row as usize]),
+                &|a, b| ints.get(a as usize) == ints.get(b as usize),
+                &mut |row| values.push(ints.get(row as usize)),
             );
             ByRank::Ints(values)
         }
@@ -2302,6 +2364,52 @@ mod tests {
             drop(c);
             check(&path, &rows, 0);
         }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Integer key columns start a byte wide and widen (to four, then eight bytes) as values
+    /// need; every value reads back and the indexes sort them as SQLite does.
+    #[test]
+    fn integer_keys_widen() {
+        let mut v = Ints::I8(Vec::new());
+        let xs = [
+            0,
+            -128,
+            127,
+            128,
+            -129,
+            i32::MAX as i64,
+            i32::MIN as i64,
+            1 << 40,
+            i64::MIN,
+            5,
+        ];
+        for (i, x) in xs.iter().enumerate() {
+            v.push(*x);
+            assert_eq!((0..=i).map(|j| v.get(j)).collect::<Vec<_>>(), xs[..=i]);
+        }
+        assert!(matches!(v, Ints::I64(_)));
+        let path = temp("ints");
+        let mut rng = Rng(11);
+        let rows: Vec<[Sql; 5]> = (0..3000)
+            .map(|i| {
+                let a = match i {
+                    0..=999 => rng.below(256) as i64 - 128,
+                    1000..=1999 => rng.below(1 << 20) as i64 - (1 << 19),
+                    _ => rng.next() as i64,
+                };
+                let c = if i < 2500 { i % 3 } else { -i * 1_000_000_000 };
+                [
+                    Sql::Text(format!("key{i:07}")),
+                    Sql::Integer(a),
+                    Sql::Text(text(&mut rng, 5)),
+                    Sql::Integer(c),
+                    Sql::Text(format!("{}", i % 7)),
+                ]
+            })
+            .collect();
+        write(&path, &rows, 0).unwrap();
+        check(&path, &rows, 0);
         let _ = std::fs::remove_file(&path);
     }
 
