@@ -233,6 +233,17 @@ impl Comparison {
         sides: Sides,
         n: NodeId,
     ) -> Option<std::borrow::Cow<'_, [(String, ItemResult)]>> {
+        self.results_with_io(sides, n, None)
+    }
+
+    /// [`Comparison::results_of`] with the node's own items (`Graph::io`) when the caller has
+    /// them already (the export formats them anyway).
+    pub fn results_with_io(
+        &self,
+        sides: Sides,
+        n: NodeId,
+        io: Option<(&ItemMap, &ItemMap)>,
+    ) -> Option<std::borrow::Cow<'_, [(String, ItemResult)]>> {
         if let Some(r) = self.results.get(&n) {
             return Some(std::borrow::Cow::Borrowed(r.as_slice()));
         }
@@ -242,7 +253,7 @@ impl Comparison {
             .copied()
             .filter(|b| *b != NO_NODE)?;
         let Sides { gn, dn, gb, db } = sides;
-        match pair_outcome(gn, dn, gb, db, self.mode, self, n, b) {
+        match pair_outcome_io(gn, dn, gb, db, self.mode, self, n, b, io) {
             PairOutcome::Rows(r, _) => Some(std::borrow::Cow::Owned(r)),
             _ => None,
         }
@@ -730,10 +741,33 @@ fn pair_outcome(
     n: NodeId,
     b: NodeId,
 ) -> PairOutcome {
-    let (in_n, out_n) = gn.io(dn, n);
+    pair_outcome_io(gn, dn, gb, db, mode, out, n, b, None)
+}
+
+/// [`pair_outcome`] with `n`'s items given (`gn.io(dn, n)`) or derived.
+#[allow(clippy::too_many_arguments)]
+fn pair_outcome_io(
+    gn: &Graph,
+    dn: &RankDump,
+    gb: &Graph,
+    db: &RankDump,
+    mode: Mode,
+    out: &Comparison,
+    n: NodeId,
+    b: NodeId,
+    io: Option<(&ItemMap, &ItemMap)>,
+) -> PairOutcome {
+    let own;
+    let (in_n, out_n) = match io {
+        Some(io) => io,
+        None => {
+            own = gn.io(dn, n);
+            (&own.0, &own.1)
+        }
+    };
     let (in_b, out_b) = gb.io(db, b);
     let name = &gn.nodes[n as usize].name;
-    let rows = match rows_for(&dn.store, &in_n, &out_n, &db.store, &in_b, &out_b, mode) {
+    let rows = match rows_for(&dn.store, in_n, out_n, &db.store, &in_b, &out_b, mode) {
         Ok(r) => r,
         Err(why) => {
             return PairOutcome::Warn(Diagnostic::warning(

@@ -400,7 +400,7 @@ impl<'a> GraphRows<'a> {
                         gb,
                         db,
                     };
-                    c.results_of(sides, id)
+                    c.results_with_io(sides, id, Some((&input, &output)))
                 }
                 _ => None,
             };

@@ -266,7 +266,8 @@ fn io_with_results(res: &PairResult, side: SideSel, id: NodeId) -> (ItemMap, Ite
                     gb: &b.graph,
                     db: &b.dump,
                 };
-                apply_results(&mut [&mut i, &mut o], c.results_of(sides, id).as_deref());
+                let r = c.results_with_io(sides, id, Some((&i, &o)));
+                apply_results(&mut [&mut i, &mut o], r.as_deref());
             }
             (i, o)
         }
