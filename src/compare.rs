@@ -253,7 +253,7 @@ impl Comparison {
             .copied()
             .filter(|b| *b != NO_NODE)?;
         let Sides { gn, dn, gb, db } = sides;
-        match pair_outcome_io(gn, dn, gb, db, self.mode, self, n, b, io) {
+        match pair_outcome(gn, dn, gb, db, self.mode, self, n, b, io) {
             PairOutcome::Rows(r, _) => Some(std::borrow::Cow::Owned(r)),
             _ => None,
         }
@@ -684,7 +684,7 @@ impl Ctx<'_> {
             return;
         }
         let o = pair_outcome(
-            self.gn, self.dn, self.gb, self.db, self.mode, self.out, n, b,
+            self.gn, self.dn, self.gb, self.db, self.mode, self.out, n, b, None,
         );
         self.apply(n, b, o);
     }
@@ -702,7 +702,7 @@ impl Ctx<'_> {
             pairs
                 .iter()
                 .map(
-                    |&(n, b)| match pair_outcome(gn, dn, gb, db, mode, out, n, b) {
+                    |&(n, b)| match pair_outcome(gn, dn, gb, db, mode, out, n, b, None) {
                         // Rows to be derived again are dropped as soon as they are judged.
                         PairOutcome::Rows(_, p) if derive => PairOutcome::Judged(p),
                         o => o,
@@ -729,24 +729,10 @@ impl Ctx<'_> {
     }
 }
 
-/// Compares the matched pair (`n`, `b`): rows, checkers, the node's verdict.
+/// Compares the matched pair (`n`, `b`): rows, checkers, the node's verdict. `io`: `n`'s items
+/// (`gn.io(dn, n)`) when the caller has them, else they are derived here.
 #[allow(clippy::too_many_arguments)]
 fn pair_outcome(
-    gn: &Graph,
-    dn: &RankDump,
-    gb: &Graph,
-    db: &RankDump,
-    mode: Mode,
-    out: &Comparison,
-    n: NodeId,
-    b: NodeId,
-) -> PairOutcome {
-    pair_outcome_io(gn, dn, gb, db, mode, out, n, b, None)
-}
-
-/// [`pair_outcome`] with `n`'s items given (`gn.io(dn, n)`) or derived.
-#[allow(clippy::too_many_arguments)]
-fn pair_outcome_io(
     gn: &Graph,
     dn: &RankDump,
     gb: &Graph,
