@@ -75,14 +75,27 @@ let nodes = 0;
 let matched = 0;
 for (let k = 0; k < runs; k++) {
   const { s, close } = session();
+  // The heap's live bytes at the peak of each phase and after it (Session.heapStats), beside the
+  // memory's size: what is data and what is holes of a heap that never shrinks.
+  const heap = {};
+  const phase = (name) => {
+    const [live, peak] = Session.heapStats();
+    heap[`${name}Peak`] = peak;
+    heap[`${name}Live`] = live;
+    Session.resetHeapPeak();
+  };
+  phase('files');
   const t0 = performance.now();
   s.check('npu');
+  phase('npu');
   const t1 = performance.now();
   s.check('bench');
+  phase('bench');
   const t2 = performance.now();
   const layout = JSON.parse(s.layout());
   const opts = { step: layout.npu.steps[0], rank: layout.npu.ranks[0], layerMapping: mapping, layerMappingName: path.basename(mappingPath) };
   const text = s.run(JSON.stringify(opts));
+  phase('run');
   const t3 = performance.now();
   // As the worker: the answer, then each side's columns, decoded.
   const answer = JSON.parse(text);
@@ -94,7 +107,7 @@ for (let k = 0; k < runs; k++) {
   nodes = npu.parent.length;
   matched = npu.matched.filter((m) => m >= 0).length;
   const columnBytes = npuCols.byteLength + (benchCols?.byteLength ?? 0);
-  samples.push({ npu: t1 - t0, bench: t2 - t1, run: t3 - t2, answer: t4 - t3, total: t4 - t0, answerBytes: text.length, columnBytes, wasm: memory.buffer.byteLength });
+  samples.push({ npu: t1 - t0, bench: t2 - t1, run: t3 - t2, answer: t4 - t3, total: t4 - t0, answerBytes: text.length, columnBytes, wasm: memory.buffer.byteLength, ...heap });
   s.free();
   close();
 }
@@ -114,3 +127,7 @@ console.log(`| parse Bench folder (\`check\`) | ${sec(col('bench'))} | ${all('be
 console.log(`| \`run\`: graphs, layer mapping, match, compare, answer JSON (no columns) | ${sec(col('run'))} | ${all('run', sec)} |`);
 console.log(`| the answer's decoding: JSON.parse (${kb(col('answerBytes'))}) + \`columns\` (${mb(col('columnBytes'))}) + decodeColumns, both sides | ${sec3(col('answer'))} | ${all('answer', sec3)} |`);
 console.log(`| wasm memory after the run | ${mb(col('wasm'))} (${(col('wasm') / inputBytes).toFixed(2)}x input) | ${all('wasm', mb)} |`);
+const phases = ['npu', 'bench', 'run'];
+const trio = (suffix) => phases.map((p) => mb(col(p + suffix))).join(' / ');
+console.log(`| heap live at the peak of NPU \`check\` / Bench \`check\` / \`run\` (both folders' construct.json and stack.json bytes, ${mb(col('filesLive'))}, are in before) | ${trio('Peak')} | |`);
+console.log(`| heap live after each (the rest of the memory is free space of a heap that never shrinks) | ${trio('Live')} | |`);

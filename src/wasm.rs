@@ -38,6 +38,30 @@ mod heap {
     static LIMIT: Stat = Stat(Cell::new(0));
     /// Size of the last growth that failed (bytes; 0 = none since the last `clear_failure`).
     static FAILED: Stat = Stat(Cell::new(0));
+    /// Bytes allocated and not freed, and the most there were (since `reset_peak`): with the
+    /// memory's size they tell live data from the heap's holes (the memory never shrinks).
+    static LIVE: Stat = Stat(Cell::new(0));
+    static PEAK: Stat = Stat(Cell::new(0));
+
+    pub fn live() -> usize {
+        LIVE.0.get()
+    }
+    pub fn peak() -> usize {
+        PEAK.0.get()
+    }
+    pub fn reset_peak() {
+        PEAK.0.set(LIVE.0.get());
+    }
+    fn grew(by: usize) {
+        let n = LIVE.0.get() + by;
+        LIVE.0.set(n);
+        if n > PEAK.0.get() {
+            PEAK.0.set(n);
+        }
+    }
+    fn shrank(by: usize) {
+        LIVE.0.set(LIVE.0.get().saturating_sub(by));
+    }
 
     pub fn set_limit(bytes: usize) {
         LIMIT.0.set(bytes);
@@ -106,16 +130,31 @@ mod heap {
     // SAFETY: delegates to dlmalloc with the caller's layout; single-threaded (see above).
     unsafe impl GlobalAlloc for Heap {
         unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-            unsafe { (*self.0.get()).malloc(l.size(), l.align()) }
+            let p = unsafe { (*self.0.get()).malloc(l.size(), l.align()) };
+            if !p.is_null() {
+                grew(l.size());
+            }
+            p
         }
         unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-            unsafe { (*self.0.get()).calloc(l.size(), l.align()) }
+            let p = unsafe { (*self.0.get()).calloc(l.size(), l.align()) };
+            if !p.is_null() {
+                grew(l.size());
+            }
+            p
         }
         unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            shrank(l.size());
             unsafe { (*self.0.get()).free(p, l.size(), l.align()) }
         }
         unsafe fn realloc(&self, p: *mut u8, l: Layout, new_size: usize) -> *mut u8 {
-            unsafe { (*self.0.get()).realloc(p, l.size(), l.align(), new_size) }
+            let q = unsafe { (*self.0.get()).realloc(p, l.size(), l.align(), new_size) };
+            if !q.is_null() {
+                // Counted as moved: the old block and the new one both live for the copy.
+                grew(new_size);
+                shrank(l.size());
+            }
+            q
         }
     }
 
@@ -720,6 +759,24 @@ impl Session {
         return heap::failure() as f64;
         #[cfg(not(target_arch = "wasm32"))]
         0.0
+    }
+
+    /// `[live, peak]`: bytes the core has allocated and not freed now, and the most since
+    /// `resetHeapPeak` (a copying realloc counts both blocks). Against the memory's size they
+    /// tell live data from the holes of a heap that never shrinks (bench/node.mjs reports them).
+    #[wasm_bindgen(js_name = heapStats)]
+    pub fn heap_stats() -> Vec<f64> {
+        #[cfg(target_arch = "wasm32")]
+        return vec![heap::live() as f64, heap::peak() as f64];
+        #[cfg(not(target_arch = "wasm32"))]
+        vec![0.0, 0.0]
+    }
+
+    /// Starts a new peak for `heapStats` at the live bytes now.
+    #[wasm_bindgen(js_name = resetHeapPeak)]
+    pub fn reset_heap_peak() {
+        #[cfg(target_arch = "wasm32")]
+        heap::reset_peak();
     }
 
     /// Forgets a recorded allocation failure (one that was reported gracefully).
