@@ -259,11 +259,6 @@ impl Comparison {
         }
     }
 
-    /// Whether NPU node `n` has compare columns (stored or derived).
-    pub fn has_results(&self, n: NodeId) -> bool {
-        self.results.contains_key(&n) || self.derived.get(n as usize).is_some_and(|b| *b != NO_NODE)
-    }
-
     /// The NPU nodes that have compare columns, in id order.
     pub fn nodes_with_results(&self) -> Vec<NodeId> {
         let mut v: Vec<NodeId> = self.results.keys().copied().collect();
