@@ -413,11 +413,10 @@ fn yaml_key_str(k: &serde_yaml::Value) -> Option<String> {
 /// A data item's scope information (`DumpDataItem`).
 #[derive(Debug, Clone)]
 struct DataItem<'a> {
-    /// The dump.json key, its class and state: text of the dump (`RankDump::node_names`).
-    data_name: &'a str,
+    /// The dump.json key's class and state: text of the dump (`RankDump::node_names`).
     type_name: &'a str,
     state: &'a str,
-    /// The key's id in `RankDump::node_names`.
+    /// The dump.json key: its id in `RankDump::node_names`.
     name: NameId,
     /// The item's scope in [`Items::scopes`] (items share scopes: every call of one API in a
     /// module, a backward call and its forward call).
@@ -742,7 +741,6 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
         full_scope.push('.');
         full_scope.push_str(api_name);
         items.push(DataItem {
-            data_name: name,
             type_name,
             state,
             name: e.name,
@@ -759,7 +757,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
     }
     let mut fwd = String::new();
     for i in 0..items.len() {
-        let name = items[i].data_name;
+        let name = d.node_names.str(items[i].name);
         // The last two fields (every name has four or more).
         let cut = name.rmatch_indices('.').nth(1).map_or(0, |(p, _)| p + 1);
         let tail = &name[cut..];
@@ -836,14 +834,9 @@ fn renumber_index_pass(
     }
     // The scopes in use (renumbered ones are added to the table, and must not be renumbered
     // again by this prefix).
-    let mut used = vec![false; items.scopes.len()];
-    for it in &items.list {
-        used[it.full_scope.0 as usize] = true;
-    }
-    let mut inuse: Vec<NameId> = (0..used.len() as u32)
-        .filter(|i| used[*i as usize])
-        .map(NameId)
-        .collect();
+    let mut inuse: Vec<NameId> = items.list.iter().map(|it| it.full_scope).collect();
+    inuse.sort_unstable();
+    inuse.dedup();
     for prefix in prefixes {
         let min = inuse
             .iter()
@@ -907,7 +900,7 @@ impl<'a> ScopeTree<'a> {
             .list
             .iter()
             .enumerate()
-            .map(|(i, it)| (it.data_name, i))
+            .map(|(i, it)| (d.node_names.str(it.name), i))
             .collect();
         Ok(ScopeTree {
             items,
