@@ -396,7 +396,7 @@ impl Store {
             self.short_lists = vec![(0, 0); LIST_SLOTS];
         }
         if let Some(&(start, n)) = self.short_lists.get(slot) {
-            if n == len && self.vals.get(start as usize..(start + n) as usize) == Some(words) {
+            if n == len && self.vals_at(start, n).vals == words {
                 return Val::List { start, len };
             }
         }
