@@ -55,14 +55,8 @@ fn main() {
         r.bench.as_ref().map_or(0, |b| b.graph.nodes.len()),
         std::mem::size_of::<probelens::graph::Node>()
     );
-    if let (Some(c), Some(b)) = (&r.comparison, &r.bench) {
+    if let (Some(c), Some(sides)) = (&r.comparison, r.sides()) {
         // Derived rows are not held; this is what holding them all would take.
-        let sides = probelens::compare::Sides {
-            gn: &r.npu.graph,
-            dn: &r.npu.dump,
-            gb: &b.graph,
-            db: &b.dump,
-        };
         let nodes = c.nodes_with_results();
         let (mut rows, mut cells, mut keys) = (0usize, 0usize, 0usize);
         for n in &nodes {

@@ -152,10 +152,9 @@ pub fn stack_lines(d: &RankDump, s: Stack) -> Vec<String> {
 pub struct GraphExport<'a> {
     pub graph: &'a Graph,
     pub dump: &'a RankDump,
-    /// The other side's graph, for `matched_node_link`.
-    pub other: Option<&'a Graph>,
-    /// The other side's dump (the NPU side's compare rows are derived from both).
-    pub other_dump: Option<&'a RankDump>,
+    /// The other side's graph (for `matched_node_link`) and dump (the NPU side's compare rows
+    /// are derived from both sides).
+    pub other: Option<(&'a Graph, &'a RankDump)>,
     /// Compare results (NPU side only).
     pub comparison: Option<&'a Comparison>,
     pub mode: Mode,
@@ -171,8 +170,7 @@ impl<'a> GraphExport<'a> {
         GraphExport {
             graph: &res.npu.graph,
             dump: &res.npu.dump,
-            other: res.bench.as_ref().map(|b| &b.graph),
-            other_dump: res.bench.as_ref().map(|b| &*b.dump),
+            other: res.bench.as_ref().map(|b| (&b.graph, &*b.dump)),
             comparison: res.comparison.as_ref(),
             mode: res.mode,
             data_source: "NPU",
@@ -188,8 +186,7 @@ impl<'a> GraphExport<'a> {
         Some(GraphExport {
             graph: &b.graph,
             dump: &b.dump,
-            other: Some(&res.npu.graph),
-            other_dump: Some(&res.npu.dump),
+            other: Some((&res.npu.graph, &res.npu.dump)),
             comparison: None,
             mode: res.mode,
             data_source: "Bench",
@@ -392,8 +389,8 @@ impl<'a> GraphRows<'a> {
             let (input, output) = g.io(x.dump, id);
             // The compare columns are written over the items as they are formatted
             // (`compare::apply_results` without its copies).
-            let results = match (x.comparison, x.other, x.other_dump) {
-                (Some(c), Some(gb), Some(db)) => {
+            let results = match (x.comparison, x.other) {
+                (Some(c), Some((gb, db))) => {
                     let sides = Sides {
                         gn: g,
                         dn: x.dump,
@@ -441,7 +438,7 @@ impl<'a> GraphRows<'a> {
                 precision_index: n.precision.map(|p| p.0),
                 overflow_level: n.overflow.map(|o| o.as_str()),
                 micro_step_id: n.micro_step.unwrap_or(0),
-                matched_node_link: w.links.link(x.other, n.partner),
+                matched_node_link: w.links.link(x.other.map(|o| o.0), n.partner),
                 stack_id,
                 parallel_merge_info: g
                     .merge_info

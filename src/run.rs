@@ -4,7 +4,9 @@
 //! Files are reached through the [`Files`] trait, so the core stays free of IO: the CLI
 //! implements it over the file system, the page over the files the user dropped.
 
-use crate::compare::{compare_mapped, compare_mode, layer_mapping_of, CompareOptions, Comparison};
+use crate::compare::{
+    compare_mapped, compare_mode, layer_mapping_of, CompareOptions, Comparison, Sides,
+};
 use crate::dump::{FileNames, RankDump, RankParser};
 use crate::error::{Diagnostic, Error, Result};
 use crate::graph::Graph;
@@ -385,6 +387,20 @@ pub struct PairResult {
     pub mode: Mode,
     pub micro_steps: i64,
     pub diagnostics: Vec<Diagnostic>,
+}
+
+impl PairResult {
+    /// The two graphs and dumps of a compared pair (None for a build), from which its compare
+    /// rows are derived.
+    pub fn sides(&self) -> Option<Sides<'_>> {
+        let b = self.bench.as_ref()?;
+        Some(Sides {
+            gn: &self.npu.graph,
+            dn: &self.npu.dump,
+            gb: &b.graph,
+            db: &b.dump,
+        })
+    }
 }
 
 /// `get_compare_framework` (run by msprobe's `GraphComparator`): from the `framework` keys (a

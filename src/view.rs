@@ -2,7 +2,7 @@
 //! ([`graph_columns`]) and per-node details. They are the only `Serialize` types besides the file
 //! formats; the core's graph types are not.
 
-use crate::compare::{apply_results, Sides};
+use crate::compare::apply_results;
 use crate::dump::OverflowLevel;
 use crate::export::{link_json, node_colors, precision_text, stack_lines, tool_tip};
 use crate::graph::{Graph, NodeId};
@@ -259,13 +259,7 @@ fn io_with_results(res: &PairResult, side: SideSel, id: NodeId) -> (ItemMap, Ite
     match side {
         SideSel::Npu => {
             let (mut i, mut o) = res.npu.graph.io(&res.npu.dump, id);
-            if let (Some(c), Some(b)) = (&res.comparison, &res.bench) {
-                let sides = Sides {
-                    gn: &res.npu.graph,
-                    dn: &res.npu.dump,
-                    gb: &b.graph,
-                    db: &b.dump,
-                };
+            if let (Some(c), Some(sides)) = (&res.comparison, res.sides()) {
                 let r = c.results_with_io(sides, id, Some((&i, &o)));
                 apply_results(&mut [&mut i, &mut o], r.as_deref());
             }

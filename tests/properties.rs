@@ -172,13 +172,7 @@ fn a_dump_compared_with_itself_is_all_pass() {
                 }
             }
             let cmp = res.comparison.as_ref().unwrap();
-            let bs = res.bench.as_ref().unwrap();
-            let sides = Sides {
-                gn: g,
-                dn: &res.npu.dump,
-                gb: &bs.graph,
-                db: &bs.dump,
-            };
+            let sides = res.sides().unwrap();
             for node in cmp.nodes_with_results() {
                 for (item, cols) in cmp.results_of(sides, node).unwrap().iter() {
                     let cols: &ItemResult = cols;

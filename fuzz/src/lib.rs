@@ -60,8 +60,7 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
         let x = probelens::export::GraphExport {
             graph,
             dump,
-            other: Some(other),
-            other_dump: Some(other_dump),
+            other: Some((other, other_dump)),
             comparison,
             mode,
             data_source: "NPU",

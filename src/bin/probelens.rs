@@ -725,13 +725,12 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         dump_data_dir: tensor_dir(&npu, &pair.npu_dir, &res.npu.dump),
                         ..GraphExport::npu(&res, pair.step, pair.rank)
                     };
-                    let bx = match (&res.bench, &bench, &pair.bench_dir) {
-                        (Some(b), Some(bf), Some(bdir)) => {
-                            GraphExport::bench(&res, pair.step, pair.rank).map(|x| GraphExport {
-                                dump_data_dir: tensor_dir(bf, bdir, &b.dump),
+                    let bx = match (&bench, &pair.bench_dir) {
+                        (Some(bf), Some(bdir)) => GraphExport::bench(&res, pair.step, pair.rank)
+                            .map(|x| GraphExport {
+                                dump_data_dir: tensor_dir(bf, bdir, x.dump),
                                 ..x
-                            })
-                        }
+                            }),
                         _ => None,
                     };
                     let mut graphs = vec![&nx];
