@@ -2,8 +2,9 @@
 // WASM-under-Node part of `npm run bench` (issue #7: "the same pipeline in WASM under Node"):
 //   node bench/node.mjs NPU_DIR BENCH_DIR MAPPING
 // Loads the page's own core (www/pkg, `npm run build:wasm` first) into Node with `initSync`, registers
-// the two folders' files the way the page's worker does (construct.json / stack.json copied in,
-// dump.json as a lazy file read in slices through the session's reader, here `fs.readSync`), and
+// the two folders' files the way the page's worker does (every rank folder's JSON files as lazy files
+// read through the session's reader, here `fs.readSync`: dump.json in slices, construct.json and
+// stack.json whole while their folder is parsed), and
 // times, as medians of BENCH_RUNS fresh sessions: the NPU side's parse (`check`), the Bench side's
 // parse, the `run` (graphs, layer mapping, match, compare, the answer's JSON without the graphs'
 // columns), and the answer's decoding as the worker does it (`JSON.parse` of the answer, `columns`
@@ -61,8 +62,8 @@ function session() {
     s.setRootName(side, path.basename(dir));
     for (const rel of listFiles(dir)) {
       const file = path.join(dir, rel);
-      // As the worker: dump.json (and tensors) stay outside, the rest is copied in.
-      if (/(^|\/)dump\.json$/.test(rel) || rel.includes('dump_tensor_data')) s.addLazyFile(side, rel, fs.statSync(file).size);
+      // As the worker: a rank folder's JSON files (and tensors) stay outside, the rest is copied in.
+      if (/(^|\/)(dump|construct|stack)\.json$/.test(rel) || rel.includes('dump_tensor_data')) s.addLazyFile(side, rel, fs.statSync(file).size);
       else s.addFile(side, rel, fs.readFileSync(file));
     }
   }
@@ -129,5 +130,5 @@ console.log(`| the answer's decoding: JSON.parse (${kb(col('answerBytes'))}) + \
 console.log(`| wasm memory after the run | ${mb(col('wasm'))} (${(col('wasm') / inputBytes).toFixed(2)}x input) | ${all('wasm', mb)} |`);
 const phases = ['npu', 'bench', 'run'];
 const trio = (suffix) => phases.map((p) => mb(col(p + suffix))).join(' / ');
-console.log(`| heap live at the peak of NPU \`check\` / Bench \`check\` / \`run\` (both folders' construct.json and stack.json bytes, ${mb(col('filesLive'))}, are in before) | ${trio('Peak')} | |`);
+console.log(`| heap live at the peak of NPU \`check\` / Bench \`check\` / \`run\` (${mb(col('filesLive'))} before the first) | ${trio('Peak')} | |`);
 console.log(`| heap live after each (the rest of the memory is free space of a heap that never shrinks) | ${trio('Live')} | |`);

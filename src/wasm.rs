@@ -179,9 +179,11 @@ thread_local! {
     static WORK: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
-/// Bytes per read of a lazy file's `read_chunks` (a dump.json): 16 MB, or the test knob of
-/// [`Session::set_slice_bytes`].
-const SLICE_BYTES: usize = 16 << 20;
+/// Bytes per read of a lazy file's `read_chunks` (a dump.json): 4 MiB, or the test knob of
+/// [`Session::set_slice_bytes`]. The parse holds a slice and, across a slice's end, a copy of it
+/// with the unparsed rest of the previous one: 16 MiB slices made the parse's peak ~30 MB higher
+/// on the 80-layer pair (bench/node.mjs), for no measurable speed.
+const SLICE_BYTES: usize = 4 << 20;
 
 thread_local! {
     static SLICE: std::cell::Cell<usize> = const { std::cell::Cell::new(SLICE_BYTES) };
@@ -315,6 +317,21 @@ impl MemFiles {
     }
 
     fn read_lazy_at(&self, path: &str, slice: Option<(f64, f64)>) -> Result<Vec<u8>> {
+        // Room for the bytes first, so a file the memory cannot hold is refused before it is
+        // read (a whole construct.json or stack.json; a slice is at most `SLICE` bytes).
+        let want = match slice {
+            Some((_, length)) => length,
+            None => self.lazy.get(path).copied().unwrap_or(0.0),
+        }
+        .max(0.0) as usize;
+        let mut out = Vec::new();
+        if out.try_reserve_exact(want).is_err() {
+            Session::clear_heap_failure();
+            return Err(Error::input(
+                self.display(path),
+                out_of_memory(want, "while reading it"),
+            ));
+        }
         let Some(reader) = &self.reader else {
             return Err(Error::input(
                 self.display(path),
@@ -347,7 +364,17 @@ impl MemFiles {
                 "cannot read: the reader did not return a Uint8Array",
             ));
         };
-        Ok(bytes.to_vec())
+        let n = bytes.length() as usize;
+        if out.try_reserve_exact(n).is_err() {
+            Session::clear_heap_failure();
+            return Err(Error::input(
+                self.display(path),
+                out_of_memory(n, "while reading it"),
+            ));
+        }
+        out.resize(n, 0);
+        bytes.copy_to(&mut out);
+        Ok(out)
     }
 }
 
@@ -739,7 +766,7 @@ impl Session {
         let _ = bytes;
     }
 
-    /// Bytes per read of a lazy dump.json (default 16 MB; 0 restores it). A test knob
+    /// Bytes per read of a lazy dump.json (default 4 MiB; 0 restores it). A test knob
     /// (`?slice=` in the page): small slices show that the file is read in parts.
     #[wasm_bindgen(js_name = setSliceBytes)]
     pub fn set_slice_bytes(bytes: f64) {

@@ -83,13 +83,15 @@ function fmtBytes(n) {
 export function startApp(host) {
   // Debug/test knobs: ?chunk=<bytes>&stream=<bytes> force small chunks and the core's streaming path;
   // ?heap=<bytes> caps the core's memory (the out-of-memory paths with small inputs); ?slice=<bytes>
-  // sets the size of the core's reads of a dump.json (default 16 MB).
+  // sets the size of the core's reads of a dump.json (default 4 MiB); ?copy=1 sends construct.json and
+  // stack.json to the core as bytes (the path of other JSON files) instead of as handles.
   const params = new URLSearchParams(location.search);
   const knob = (/** @type {string} */ k) => {
     const v = Number(params.get(k));
     return Number.isInteger(v) && v > 0 ? v : undefined;
   };
   const chunkSize = knob('chunk');
+  const copyJson = knob('copy') === 1;
   const client = new CoreClient(host.makeWorker, host.wasmBytes, knob('stream'), knob('heap'), knob('slice'));
 
   const S = {
@@ -415,7 +417,7 @@ export function startApp(host) {
             continue;
           }
           await sendFiles(
-            client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq, chunkSize,
+            client, slot, src.files, (d, t) => seq === S.loadSeq && progress(stage, d, t), () => seq !== S.loadSeq, chunkSize, copyJson,
           );
           // Parse a newly chosen side now, so a broken file shows before the other side is read.
           if (changed.includes(side) && src.files.reduce((s, f) => s + (isTensorFile(f.path) ? 0 : f.size), 0) <= CHECK_LIMIT && seq === S.loadSeq) {
@@ -496,7 +498,7 @@ export function startApp(host) {
       if (npu) slots.push(['npu', npu]);
       if (bench) slots.push([npu ? 'bench' : 'npu', bench]);
       const started = await client.request({ type: 'newSession', roots: Object.fromEntries(slots.map(([slot, src]) => [slot, src.root])) });
-      for (const [slot, src] of slots) await sendFiles(client, slot, src.files, () => {}, () => seq !== S.loadSeq, chunkSize);
+      for (const [slot, src] of slots) await sendFiles(client, slot, src.files, () => {}, () => seq !== S.loadSeq, chunkSize, copyJson);
       if (seq !== S.loadSeq) return;
       const again = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: opts }));
       if (seq !== S.loadSeq || S.result !== r || again.npu.matched.length !== r.npu.matched.length) return;

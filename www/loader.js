@@ -30,11 +30,15 @@ export function isTensorFile(path) {
 
 /**
  * A file the worker keeps as a handle and the core reads itself, through the worker's reader: the
- * tensors (when compared) and every `dump.json` (in slices while it is parsed, never whole).
+ * tensors (when compared), every `dump.json` (in slices while it is parsed, never whole), and the
+ * `construct.json` and `stack.json` beside it (whole, when their folder is parsed, and freed right
+ * after their own parse: never in the core's memory while the dump.json is parsed). With
+ * `copyJson` (a test knob) construct.json and stack.json are sent as bytes, as other JSON files are.
  * @param {string} path
+ * @param {boolean} [copyJson]
  */
-export function isLazyFile(path) {
-  return isTensorFile(path) || /(^|\/)dump\.json$/.test(path);
+export function isLazyFile(path, copyJson = false) {
+  return isTensorFile(path) || (copyJson ? /(^|\/)dump\.json$/ : /(^|\/)(dump|construct|stack)\.json$/).test(path);
 }
 
 /** @param {string} path */
@@ -139,22 +143,24 @@ async function* walk(entry) {
 
 /**
  * Streams the files of one side into the worker's staging session, in CHUNK_SIZE slices
- * whose ArrayBuffers are transferred (never decoded to strings). dump.json and tensor files are
- * not read here: their handles go to the worker in one message, and the core reads a dump.json in
- * slices while it parses it (never the whole file at once) and a tensor only when it compares it.
+ * whose ArrayBuffers are transferred (never decoded to strings). A rank folder's three JSON files
+ * and tensor files are not read here: their handles go to the worker in one message, and the core
+ * reads a dump.json in slices while it parses it (never the whole file at once), a construct.json
+ * or stack.json when it parses it, and a tensor only when it compares it.
  * @param {import('./client.js').CoreClient} client
  * @param {import('./protocol.js').Side} side
  * @param {SourceFile[]} files
  * @param {(done: number, total: number) => void} onProgress
  * @param {() => boolean} isCancelled
  * @param {number} [chunkSize]
+ * @param {boolean} [copyJson] construct.json and stack.json as bytes too (see `isLazyFile`)
  */
-export async function sendFiles(client, side, files, onProgress, isCancelled, chunkSize = CHUNK_SIZE) {
-  const lazy = files.filter((f) => isLazyFile(f.path));
+export async function sendFiles(client, side, files, onProgress, isCancelled, chunkSize = CHUNK_SIZE, copyJson = false) {
+  const lazy = files.filter((f) => isLazyFile(f.path, copyJson));
   if (lazy.length) {
     await client.request({ type: 'fileHandles', side, files: lazy.map((f) => ({ path: f.path, file: f.file, size: f.size })) });
   }
-  const read = files.filter((f) => !isLazyFile(f.path));
+  const read = files.filter((f) => !isLazyFile(f.path, copyJson));
   const total = read.reduce((s, f) => s + f.size, 0);
   let done = 0;
   onProgress(0, total);

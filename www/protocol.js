@@ -88,7 +88,7 @@
  * @property {Graph} npu
  * @property {Graph | null} bench
  * @property {string[]} [tensorReads] tensor files the core read during this run (`side/path`; dump runs only)
- * @property {SliceRead[]} [jsonReads] the reads of lazy JSON files (dump.json) since the session's previous run
+ * @property {SliceRead[]} [jsonReads] the reads of lazy JSON files (dump.json in slices, construct.json and stack.json whole) since the session's previous run
  *   (this run's and those of the `check` before it), in order (dump runs only)
  * @property {{ranks: number[], rank: number}} [merge] with a parallel merge: the main ranks of the step's merged graphs and the one shown
  */
@@ -124,7 +124,7 @@
  *   Instantiate the core. With `wasm` (the module bytes) the worker uses `initSync`; without, it fetches the .wasm.
  *   `streamThreshold` overrides STREAM_THRESHOLD (tests use it to exercise the streaming path).
  *   `heapLimit` caps the core's memory in bytes (tests use it to reach the out-of-memory paths with small inputs).
- *   `sliceBytes` sets the size of the core's reads of a dump.json (default 16 MB; tests use small slices).
+ *   `sliceBytes` sets the size of the core's reads of a dump.json (default 4 MiB; tests use small slices).
  * @typedef {{id: number, type: 'newSession', roots: Partial<Record<Side, string>>}} NewSessionRequest
  *   Start a staging session; files go there until `run` succeeds, the displayed session stays usable meanwhile.
  *   `roots` names each side's chosen folder (the core puts it in front of paths in its messages).
@@ -139,9 +139,10 @@
  * @typedef {{id: number, type: 'fileChunk', side: Side, path: string, chunk: ArrayBuffer}} FileChunkRequest
  *   The file ends implicitly when `size` bytes arrived; the result then says `done: true`.
  * @typedef {{id: number, type: 'fileHandles', side: Side, files: {path: string, file: Blob, size: number}[]}} FileHandlesRequest
- *   dump.json and tensor files (`dump_tensor_data/*.pt|npy`) by handle, not by bytes: the worker keeps the
- *   Blobs and the core reads them through `FileReaderSync`: a dump.json in slices while `check` or `run`
- *   parses it (never whole), a tensor only when a compare needs it.
+ *   dump.json, construct.json, stack.json and tensor files (`dump_tensor_data/*.pt|npy`) by handle, not by
+ *   bytes: the worker keeps the Blobs and the core reads them through `FileReaderSync`: a dump.json in
+ *   slices while `check` or `run` parses it (never whole), a construct.json or stack.json whole while it
+ *   parses it (freed right after), a tensor only when a compare needs it.
  * @typedef {{id: number, type: 'check', side: Side}} CheckRequest
  *   Parse every rank folder of one side of the staging session now, so a broken file is reported early.
  * @typedef {{id: number, type: 'layout'}} LayoutRequest
@@ -206,7 +207,7 @@
 /**
  * Responses (worker → page).
  * @typedef {{id: number, type: 'progress', stage: string, done?: number, total?: number, side?: Side, path?: string}} ProgressResponse
- *   With `side` (the slot) and `path`: `check` or `run` is reading that dump.json (and parsing it as it
+ *   With `side` (the slot) and `path`: `check` or `run` is reading that JSON file (a dump.json: and parsing it as it
  *   goes), `done` of its `total` bytes; `done === total` when the core is done with the file.
  * @typedef {{id: number, type: 'error', message: string, side?: Side, path?: string, stage?: string, fatal?: boolean}} ErrorResponse
  *   `side`/`path`: the side and file the error concerns (from the request, or from the core's Error

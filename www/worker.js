@@ -40,9 +40,9 @@ let streamThreshold = STREAM_THRESHOLD;
 
 /**
  * The state of each dump session: `id` (newSession's answer, which `adoptSide` names), and its lazy
- * files: handles of the dump.json and tensor files (keyed `side + '\u0000' + path`), which the core
- * reads through the reader given with `setFileReader` (a dump.json in slices while parsing it, a
- * tensor when it compares it). `reads`: the tensor files read so far (`side/path`); `slices`: the
+ * files: handles of the rank folders' JSON files and the tensor files (keyed `side + '\u0000' + path`),
+ * which the core reads through the reader given with `setFileReader` (a dump.json in slices while
+ * parsing it, a construct.json or stack.json whole when it parses it, a tensor when it compares it). `reads`: the tensor files read so far (`side/path`); `slices`: the
  * reads of JSON files (`side/path`, offset, length), and `slicesRun` how many of them the last run
  * reported.
  * @typedef {{id: number, handles: Map<string, Blob>, reads: string[], slices: SliceRead[], slicesRun: number}} SessionState
@@ -59,7 +59,7 @@ let lastProgress = 0;
 
 /**
  * Gives a new session its reader of lazy files: synchronous, as the core's `Files::read` is.
- * While a dump.json is read (in slices, `offset`/`length` given) it posts the request's progress:
+ * While a JSON file is read (a dump.json in slices, `offset`/`length` given) it posts the request's progress:
  * `side` (the slot), `path`, and the bytes of that file read so far of its size, at most every
  * 100 ms, and once at the file's end.
  * @param {Session} s

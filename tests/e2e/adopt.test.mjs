@@ -14,13 +14,12 @@ import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference, indexOf,
   recordSent, resetSent, lastLoad, visibleErrors, choose, clear, assertUnmatchUndoKeepsMetrics,
-  assertMatchesReference, detailsOf } from './helpers.mjs';
+  assertMatchesReference, detailsOf, jsonSizes } from './helpers.mjs';
 
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const NPU_PROC = path.join(MIX, 'npu', 'step0', 'proc23598');
 const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
 const RT = path.join(FIX, 'real_tensor');
-const size = (dir) => fs.statSync(path.join(dir, 'dump.json')).size;
 
 /** Every column of the shown result that a fresh load must reproduce. */
 async function fullResult(page) {
@@ -61,8 +60,8 @@ describe('a load adopts the unchanged side from the shown session', () => {
     await resetSent(page);
     assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
     const l = await lastLoad(page);
-    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], ['fileHandles', 'fileBegin']], 'both sides sent');
-    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC), 'bench/dump.json': size(BENCH_PROC) }, 'both dump.json read');
+    assert.deepEqual([l.npu, l.bench], [['fileHandles'], ['fileHandles']], 'both sides sent');
+    assert.deepEqual(l.bytes, { ...jsonSizes('npu', NPU_PROC), ...jsonSizes('bench', BENCH_PROC) }, 'both folders\' JSON files read');
     fresh = await fullResult(page);
     assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
     assertClean();
@@ -85,16 +84,16 @@ describe('a load adopts the unchanged side from the shown session', () => {
     assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
     assert.equal((await resultSummary(page)).graphType, 'build');
     let l = await lastLoad(page);
-    assert.deepEqual(l.npu, ['fileHandles', 'fileBegin']);
-    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC) });
+    assert.deepEqual(l.npu, ['fileHandles']);
+    assert.deepEqual(l.bytes, jsonSizes('npu', NPU_PROC));
 
     // The Bench folder: the NPU side comes from the shown session.
     await resetSent(page);
     assert.equal(await choose(page, 'bench', BENCH_PROC), 'ready');
     l = await lastLoad(page);
     assert.deepEqual(l.npu, ['adoptSide'], 'the NPU side is adopted, none of its files sent');
-    assert.deepEqual(l.bench, ['fileHandles', 'fileBegin']);
-    assert.deepEqual(l.bytes, { 'bench/dump.json': size(BENCH_PROC) }, 'only the Bench dump.json is read');
+    assert.deepEqual(l.bench, ['fileHandles']);
+    assert.deepEqual(l.bytes, jsonSizes('bench', BENCH_PROC), 'only the Bench folder\'s JSON files are read');
     assert.equal(l.inits, 0, 'same worker');
     assert.deepEqual(await visibleErrors(page), []);
     assert.deepEqual(await fullResult(page), fresh, 'the same result as a fresh load of both folders');
@@ -108,9 +107,9 @@ describe('a load adopts the unchanged side from the shown session', () => {
     await resetSent(page);
     assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
     l = await lastLoad(page);
-    assert.deepEqual(l.npu, ['fileHandles', 'fileBegin']);
+    assert.deepEqual(l.npu, ['fileHandles']);
     assert.deepEqual(l.bench, ['adoptSide']);
-    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC) }, 'the changed side is read, the other is not');
+    assert.deepEqual(l.bytes, jsonSizes('npu', NPU_PROC), 'the changed side is read, the other is not');
     assert.deepEqual(await fullResult(page), fresh);
 
     // Clearing the Bench side: the NPU folder alone again, adopted (a build, nothing read).
@@ -148,8 +147,8 @@ describe('a load adopts the unchanged side from the shown session', () => {
     await resetSent(page);
     assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
     let l = await lastLoad(page);
-    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], ['adoptSide']]);
-    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC) });
+    assert.deepEqual([l.npu, l.bench], [['fileHandles'], ['adoptSide']]);
+    assert.deepEqual(l.bytes, jsonSizes('npu', NPU_PROC));
     assert.deepEqual(await visibleErrors(page), []);
     assert.deepEqual(await fullResult(page), fresh);
 
@@ -161,8 +160,8 @@ describe('a load adopts the unchanged side from the shown session', () => {
     await resetSent(page);
     assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
     l = await lastLoad(page);
-    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], ['adoptSide', 'fileHandles', 'fileBegin']], 'adoption refused, Bench files sent');
-    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC), 'bench/dump.json': size(BENCH_PROC) });
+    assert.deepEqual([l.npu, l.bench], [['fileHandles'], ['adoptSide', 'fileHandles']], 'adoption refused, Bench files sent');
+    assert.deepEqual(l.bytes, { ...jsonSizes('npu', NPU_PROC), ...jsonSizes('bench', BENCH_PROC) });
     assert.deepEqual(await fullResult(page), fresh);
 
     // A load cancelled by a newer one: the worker is restarted and the shown session goes with it, so
@@ -180,14 +179,14 @@ describe('a load adopts the unchanged side from the shown session', () => {
     const afterRestart = l.sent.slice(l.sent.findIndex((m) => m.type === 'init'));
     assert.deepEqual(afterRestart.filter((m) => m.type === 'adoptSide'), [], 'nothing adopted in the new worker');
     assert.ok(afterRestart.some((m) => m.type === 'fileHandles' && m.side === 'bench'), 'the Bench side sent again');
-    assert.deepEqual(l.bytes, { 'npu/dump.json': size(NPU_PROC), 'bench/dump.json': size(BENCH_PROC) });
+    assert.deepEqual(l.bytes, { ...jsonSizes('npu', NPU_PROC), ...jsonSizes('bench', BENCH_PROC) });
     assert.deepEqual(await visibleErrors(page), []);
     assert.deepEqual(await fullResult(page), fresh);
     // And the new worker's session is adopted from in turn.
     await resetSent(page);
     assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
     l = await lastLoad(page);
-    assert.deepEqual([l.bench, l.bytes], [['adoptSide'], { 'npu/dump.json': size(NPU_PROC) }]);
+    assert.deepEqual([l.bench, l.bytes], [['adoptSide'], jsonSizes('npu', NPU_PROC)]);
     assertClean();
     await context.close();
   });
@@ -209,7 +208,7 @@ describe('a load adopts the unchanged side from the shown session', () => {
     await resetSent(page);
     assert.equal(await choose(page, 'bench', bench, 120000), 'ready');
     const l = await lastLoad(page);
-    assert.deepEqual([l.npu, l.bytes], [['adoptSide'], { 'bench/dump.json': size(bench) }]);
+    assert.deepEqual([l.npu, l.bytes], [['adoptSide'], jsonSizes('bench', bench)]);
     const r = await page.evaluate(() => ({ reads: window.__probelens.lastResult.tensorReads, diagnostics: window.__probelens.lastResult.diagnostics }));
     // Unreadable tensors would be 'unsupported' metrics with a warning; msprobe's verdicts need them all.
     assert.deepEqual(r.diagnostics.filter((d) => /\.pt|tensor/i.test(d.message)), []);

@@ -12,27 +12,13 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   FIX, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, reference,
-  recordSent, resetSent, lastLoad, visibleErrors, choose, assertMatchesReference,
+  recordSent, resetSent, lastLoad, visibleErrors, choose, assertMatchesReference, jsonSizes,
 } from './helpers.mjs';
 
 // A step/rank tree on both sides (two steps, two ranks); its layer_mapping.yaml is the demo's (the same file).
 const TWO = path.join(FIX, 'qwen_two_ranks');
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
-
-/** Every dump.json under a dump root, as the worker's read records name them (`<slot>/<path>`), with its size. */
-function dumpSizes(slot, root) {
-  const out = {};
-  const walk = (dir, rel) => {
-    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-      const r = rel ? `${rel}/${e.name}` : e.name;
-      if (e.isDirectory()) walk(path.join(dir, e.name), r);
-      else if (e.name === 'dump.json') out[`${slot}/${r}`] = fs.statSync(path.join(dir, e.name)).size;
-    }
-  };
-  walk(root, '');
-  return out;
-}
 
 /** What the two side cards and the mapping card show. */
 async function cards(page) {
@@ -96,8 +82,8 @@ describe('the demo and the user\'s own folders', () => {
     assert.deepEqual(await page.locator('#step-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
     assert.deepEqual(await page.locator('#rank-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
     let l = await lastLoad(page);
-    assert.deepEqual([l.npu, l.bench], [['fileHandles', 'fileBegin'], []], 'only the NPU folder is sent');
-    assert.deepEqual(l.bytes, dumpSizes('npu', path.join(TWO, 'npu')), 'every NPU dump.json read once (checked, then built)');
+    assert.deepEqual([l.npu, l.bench], [['fileHandles'], []], 'only the NPU folder is sent, by handle');
+    assert.deepEqual(l.bytes, jsonSizes('npu', path.join(TWO, 'npu')), 'every NPU rank folder\'s JSON files read once (checked, then built)');
 
     // (2) The Bench folder: the compare, with the NPU side adopted from the build's session (not sent,
     // its dump.json files not read again); msprobe's numbers with the mapping.
@@ -105,8 +91,8 @@ describe('the demo and the user\'s own folders', () => {
     assert.equal(await choose(page, 'bench', path.join(TWO, 'bench')), 'ready');
     l = await lastLoad(page);
     assert.deepEqual(l.npu, ['adoptSide'], 'the NPU side is adopted, none of its files sent');
-    assert.deepEqual(l.bench, ['fileHandles', 'fileBegin']);
-    assert.deepEqual(l.bytes, dumpSizes('bench', path.join(TWO, 'bench')), 'only the Bench dump.json files are read');
+    assert.deepEqual(l.bench, ['fileHandles']);
+    assert.deepEqual(l.bytes, jsonSizes('bench', path.join(TWO, 'bench')), 'only the Bench rank folders\' JSON files are read');
     assert.equal(l.inits, 0, 'same worker');
     assert.deepEqual(await visibleErrors(page), []);
     assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 0, 0);

@@ -277,6 +277,24 @@ export async function lastLoad(page) {
   return { npu: [...new Set(of('npu'))], bench: [...new Set(of('bench'))], bytes, inits: sent.filter((m) => m.type === 'init').length, sent };
 }
 
+/**
+ * What a load that parses every rank folder under `root` once reads of it, as `lastLoad().bytes`
+ * has it: each rank folder's dump.json (in slices), construct.json and stack.json (whole), by
+ * `slot/path` relative to `root`.
+ */
+export function jsonSizes(slot, root) {
+  const out = {};
+  const walk = (dir, rel) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const r = rel ? `${rel}/${e.name}` : e.name;
+      if (e.isDirectory()) walk(path.join(dir, e.name), r);
+      else if (/^(dump|construct|stack)\.json$/.test(e.name)) out[`${slot}/${r}`] = fs.statSync(path.join(dir, e.name)).size;
+    }
+  };
+  walk(root, '');
+  return out;
+}
+
 /** The visible card errors. */
 export async function visibleErrors(page) {
   return page.evaluate(() => [...document.querySelectorAll('[id$="-error"]')].filter((e) => !e.hidden).map((e) => `${e.id}: ${e.textContent}`));

@@ -11,7 +11,8 @@ import initSqlJs from 'sql.js';
 import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
-  reference, expectedClasses, readOutline, indexOf, assertUnmatchUndoKeepsMetrics, assertMatchesReference } from './helpers.mjs';
+  reference, expectedClasses, readOutline, indexOf, assertUnmatchUndoKeepsMetrics, assertMatchesReference,
+  recordSent, resetSent, lastLoad } from './helpers.mjs';
 
 const ROOT_DIR = path.resolve(FIX, '..', '..');
 const MIX = path.join(FIX, 'qwen_mix_statistics');
@@ -638,8 +639,12 @@ describe('served site: big inputs', () => {
 
   test('streaming path (small chunks, beginFile/appendChunk) gives the same result', async () => {
     const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
-    await page.goto(`${server.url}?chunk=65536&stream=100000`);
+    // construct.json and stack.json sent as bytes (?copy=1: the path of other JSON files), in 64 KiB
+    // chunks, streamed into the core above 100 kB.
+    await recordSent(page);
+    await page.goto(`${server.url}?chunk=65536&stream=100000&copy=1`);
     await waitLoad(page, 0);
+    await resetSent(page);
     let n = await loads(page);
     await page.setInputFiles('#npu-dir', NPU_PROC);
     await waitLoad(page, n);
@@ -647,6 +652,14 @@ describe('served site: big inputs', () => {
     await page.setInputFiles('#bench-dir', BENCH_PROC);
     await waitLoad(page, n);
     assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    const { sent } = await lastLoad(page);
+    const chunks = (side, f) => sent.filter((m) => m.type === 'fileChunk' && m.side === side && m.path === f).length;
+    for (const [side, dir] of [['npu', NPU_PROC], ['bench', BENCH_PROC]]) {
+      for (const f of ['construct.json', 'stack.json']) {
+        assert.equal(chunks(side, f), Math.ceil(fs.statSync(path.join(dir, f)).size / 65536), `${side}/${f} sent in 64 KiB chunks`);
+      }
+      assert.equal(chunks(side, 'dump.json'), 0, `${side}/dump.json stays a handle`);
+    }
     assertClean();
     await context.close();
   });
@@ -683,6 +696,19 @@ describe('served site: big inputs', () => {
         assert.equal(r.length, Math.min(4096, size - k * 4096), `${side} slice ${k} length`);
       });
     };
+    /**
+     * Asserts that, besides its dump.json, `reads` hold exactly `side`'s construct.json and stack.json,
+     * each read once and whole, construct.json before the dump.json and stack.json after it (the
+     * parse's order: neither is in the core while the dump.json is parsed).
+     */
+    const assertWhole = (reads, side, dir) => {
+      const whole = (f) => ({ file: `${side}/${f}`, offset: 0, length: fs.statSync(path.join(dir, f)).size });
+      assert.deepEqual(reads.filter((r) => r.file !== `${side}/dump.json`), [whole('construct.json'), whole('stack.json')],
+        `only ${side}'s rank folder is read`);
+      const at = (f) => reads.findIndex((r) => r.file === `${side}/${f}`);
+      assert.ok(at('construct.json') < at('dump.json') && reads.findLastIndex((r) => r.file === `${side}/dump.json`) < at('stack.json'),
+        'construct.json, dump.json, stack.json in turn');
+    };
     // The NPU folder replaces the demo: its build graph, its dump.json read in slices, once.
     let n = await loads(page);
     await page.setInputFiles('#npu-dir', NPU_PROC);
@@ -690,7 +716,7 @@ describe('served site: big inputs', () => {
     assert.equal((await resultSummary(page)).graphType, 'build');
     const npuReads = await page.evaluate(() => window.__probelens.lastResult.jsonReads);
     assertSlices(npuReads, 'npu', NPU_PROC);
-    assert.deepEqual(npuReads.filter((r) => r.file !== 'npu/dump.json'), [], 'only the NPU dump.json is read');
+    assertWhole(npuReads, 'npu', NPU_PROC);
     // The Bench folder: the compare; its dump.json read in slices, once; the NPU side's is not read
     // again (adopted from the build's session).
     n = await loads(page);
@@ -701,7 +727,7 @@ describe('served site: big inputs', () => {
       sent: window.__sent, reads: window.__probelens.lastResult.jsonReads, progress: window.__progress,
     }));
     assertSlices(reads, 'bench', BENCH_PROC);
-    assert.deepEqual(reads.filter((r) => r.file !== 'bench/dump.json'), [], 'only the Bench dump.json is read');
+    assertWhole(reads, 'bench', BENCH_PROC);
     // Sent: by handle (fileHandles), once per folder, never as bytes (fileBegin/fileChunk).
     assert.deepEqual(sent.filter((m) => /(^|\/)dump\.json$/.test(m.path ?? '')), [], 'no dump.json bytes sent to the worker');
     const handles = sent.filter((m) => m.type === 'fileHandles').map((m) => [m.side, m.files.filter((p) => p === 'dump.json')]);
