@@ -486,6 +486,16 @@ struct Last {
     /// The pair's rank folders, for the tensors of real-data manual matches.
     npu_dir: String,
     bench_dir: Option<String>,
+    /// A build of one rank folder (nothing matched or changed by hand): its `overflowCheck`
+    /// option, all it needs to be built again the same (see [`Session::suspend`]).
+    rebuild: Option<bool>,
+}
+
+/// A build result whose graph was freed ([`Session::suspend`]): what builds it again.
+struct Suspended {
+    npu_dir: String,
+    dump: Arc<RankDump>,
+    overflow_check: bool,
 }
 
 /// A loaded pair of dumps and the last result.
@@ -494,6 +504,8 @@ pub struct Session {
     npu: MemFiles,
     bench: MemFiles,
     last: Option<Last>,
+    /// The last result while suspended (`last` is None then).
+    suspended: Option<Suspended>,
 }
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
@@ -567,12 +579,13 @@ impl Session {
     }
 
     fn export(
-        &self,
+        &mut self,
         current_yaml: &str,
         pairs: &str,
     ) -> std::result::Result<crate::mapping_export::Exported, JsValue> {
         let pairs: Vec<(String, String)> =
             serde_json::from_str(pairs).map_err(|e| js_err(format!("bad pair list: {e}")))?;
+        self.resume()?;
         let last = self
             .last
             .as_ref()
@@ -683,7 +696,7 @@ impl Session {
                 })?;
             (res, pair.npu_dir, pair.bench_dir, ranks, want)
         };
-        let text = self.keep(res, npu_dir, bench_dir)?;
+        let text = self.keep(res, npu_dir, bench_dir, None)?;
         let head = serde_json::json!({"ranks": ranks, "rank": rank}).to_string();
         // The DTO is an object: the merge info goes in as its first key (no second copy of the
         // answer as a JSON value).
@@ -701,18 +714,54 @@ impl Session {
         res: PairResult,
         npu_dir: String,
         bench_dir: Option<String>,
+        rebuild: Option<bool>,
     ) -> std::result::Result<String, JsValue> {
         let (npu_order, bench_order) = view::orders(&res);
         let text = serde_json::to_string(&view::run_dto(&res, &npu_order, bench_order.as_ref()))
             .map_err(js_err)?;
+        self.suspended = None;
         self.last = Some(Last {
             res,
             npu_order,
             bench_order,
             npu_dir,
             bench_dir,
+            rebuild,
         });
         Ok(text)
+    }
+
+    /// A suspended result built again ([`Session::suspend`]), as `run` built it: the same graph
+    /// from the same parsed folder and option, so the page's node indices still hold.
+    fn resume(&mut self) -> std::result::Result<(), JsValue> {
+        let Some(s) = self.suspended.take() else {
+            return Ok(());
+        };
+        let opts = RunOptions {
+            overflow_check: s.overflow_check,
+            ..RunOptions::default()
+        };
+        working_on(self.npu.display(&s.npu_dir));
+        let built = crate::graph::Graph::build(&s.dump)
+            .and_then(|g| run::run_pair_prebuilt(s.dump.clone(), None, &opts, g));
+        let res = match built {
+            Ok(res) => res,
+            Err(e) => {
+                self.suspended = Some(s);
+                return Err(js_err(e));
+            }
+        };
+        self.npu.build_count += 1;
+        let (npu_order, bench_order) = view::orders(&res);
+        self.last = Some(Last {
+            res,
+            npu_order,
+            bench_order,
+            npu_dir: s.npu_dir,
+            bench_dir: None,
+            rebuild: Some(s.overflow_check),
+        });
+        Ok(())
     }
 
     fn side(&mut self, side: &str) -> std::result::Result<&mut MemFiles, JsValue> {
@@ -738,6 +787,7 @@ impl Session {
             npu: MemFiles::new("npu"),
             bench: MemFiles::new("bench"),
             last: None,
+            suspended: None,
         }
     }
 
@@ -753,6 +803,42 @@ impl Session {
     #[wasm_bindgen(js_name = builtGraphs)]
     pub fn built_graphs(&self) -> u32 {
         self.npu.build_count + self.bench.build_count
+    }
+
+    /// Frees the graph of this session's result if it is a build of one rank folder (the NPU
+    /// folder shown alone), keeping its parsed folder: the worker calls it when the next load
+    /// adopts a side from this session, so the compare that usually follows does not run beside
+    /// a second copy of the NPU graph (the adopting session has its own, taken untouched at the
+    /// adoption). If this session is used again (that load failed, and this result is still
+    /// shown), the result is built again, the same, on first use (`run` did it in ~0.3 s for the
+    /// 80-layer NPU folder). Returns whether anything was freed; a compare, a parallel merge or a
+    /// result changed by hand is kept as it is.
+    pub fn suspend(&mut self) -> bool {
+        match self.last.take() {
+            Some(Last {
+                npu_dir,
+                rebuild: Some(overflow_check),
+                res,
+                ..
+            }) => {
+                self.suspended = Some(Suspended {
+                    npu_dir,
+                    dump: res.npu.dump,
+                    overflow_check,
+                });
+                true
+            }
+            other => {
+                self.last = other;
+                false
+            }
+        }
+    }
+
+    /// Whether the result is suspended (built again on its next use); for tests.
+    #[wasm_bindgen(js_name = isSuspended)]
+    pub fn is_suspended(&self) -> bool {
+        self.suspended.is_some()
     }
 
     /// Caps the wasm memory at `bytes` (rounded down to 64 KiB pages; 0 = only the engine's
@@ -1088,9 +1174,10 @@ impl Session {
             bench: &self.bench,
             bench_dir: dir,
         });
+        let rebuild = bd.is_none().then_some(opts.overflow_check);
         let mut res = run::run_pair_prebuilt(nd, bd, &opts, npu_graph).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());
-        self.keep(res, pair.npu_dir, pair.bench_dir)
+        self.keep(res, pair.npu_dir, pair.bench_dir, rebuild)
     }
 
     /// Manually matches NPU node `npu_index` with Bench node `bench_index` (pre-order indices) and
@@ -1104,6 +1191,7 @@ impl Session {
         bench_index: u32,
         recursive: bool,
     ) -> std::result::Result<String, JsValue> {
+        self.resume()?;
         let last = self
             .last
             .as_mut()
@@ -1123,6 +1211,7 @@ impl Session {
     pub fn match_many(&mut self, pairs: &str) -> std::result::Result<String, JsValue> {
         let pairs: Vec<(u32, u32, bool)> =
             serde_json::from_str(pairs).map_err(|e| js_err(format!("bad pair list: {e}")))?;
+        self.resume()?;
         let last = self
             .last
             .as_mut()
@@ -1133,6 +1222,7 @@ impl Session {
     /// Removes the match of a node (manual or automatic) on `side`; returns the changes like
     /// `matchNodes`.
     pub fn unmatch(&mut self, side: &str, index: u32) -> std::result::Result<String, JsValue> {
+        self.resume()?;
         let last = self
             .last
             .as_mut()
@@ -1170,7 +1260,8 @@ impl Session {
     /// grouped by NPU node in pre-order, best candidate first, at most three per node, each
     /// scoring at least `min_score` (in [0, 1]). Computed afresh from the current matches, so
     /// manual matches and unmatches are taken into account.
-    pub fn suggest(&self, min_score: f64) -> std::result::Result<String, JsValue> {
+    pub fn suggest(&mut self, min_score: f64) -> std::result::Result<String, JsValue> {
+        self.resume()?;
         let last = self
             .last
             .as_ref()
@@ -1198,6 +1289,7 @@ impl Session {
     /// `matchNodes`.
     #[wasm_bindgen(js_name = acceptSuggestions)]
     pub fn accept_suggestions(&mut self, min_score: f64) -> std::result::Result<String, JsValue> {
+        self.resume()?;
         let last = self
             .last
             .as_mut()
@@ -1226,7 +1318,7 @@ impl Session {
     /// existing key go into its block.
     #[wasm_bindgen(js_name = exportMapping)]
     pub fn export_mapping(
-        &self,
+        &mut self,
         current_yaml: &str,
         pairs: &str,
     ) -> std::result::Result<String, JsValue> {
@@ -1240,7 +1332,7 @@ impl Session {
     /// their own name, as msprobe), `missed` the others with the reason.
     #[wasm_bindgen(js_name = exportMappingReport)]
     pub fn export_mapping_report(
-        &self,
+        &mut self,
         current_yaml: &str,
         pairs: &str,
     ) -> std::result::Result<String, JsValue> {
@@ -1285,7 +1377,8 @@ impl Session {
     /// The graph columns of one side (`"npu"`/`"bench"`) of the last result, in one
     /// little-endian buffer (`view::graph_columns`: the layout; the `run` answer has only
     /// `{"nodes": n}` per side). The current state: manual matches since the run are in it.
-    pub fn columns(&self, side: &str) -> std::result::Result<Vec<u8>, JsValue> {
+    pub fn columns(&mut self, side: &str) -> std::result::Result<Vec<u8>, JsValue> {
+        self.resume()?;
         let last = self
             .last
             .as_ref()
@@ -1305,7 +1398,8 @@ impl Session {
     }
 
     /// Details of the node at pre-order `index` of a side, as JSON.
-    pub fn node(&self, side: &str, index: u32) -> std::result::Result<String, JsValue> {
+    pub fn node(&mut self, side: &str, index: u32) -> std::result::Result<String, JsValue> {
+        self.resume()?;
         let last = self
             .last
             .as_ref()

@@ -409,3 +409,57 @@ fn adopted_side_is_not_parsed_again() {
     let msg = js_sys::Reflect::get(&err, &JsValue::from_str("message")).unwrap();
     assert!(msg.as_string().unwrap().starts_with("unknown side 'gpu'"));
 }
+
+/// A build result suspended while another session adopts its side (`suspend`: its graph freed
+/// for the compare that follows) is built again, the same, on its next use: the same columns
+/// and node details, with and without the overflow check, and one more graph built. A compare
+/// is not suspended, and a run replaces a suspended result.
+#[wasm_bindgen_test]
+fn suspended_build_is_built_again_the_same() {
+    let want = run(&mut loaded(), Some(MAPPING));
+    for overflow in [false, true] {
+        let opts = serde_json::json!({"step": 0, "rank": 0, "layerMapping": MAPPING, "fuzzy": false, "overflowCheck": overflow}).to_string();
+        let mut shown = Session::new();
+        add_npu(&mut shown);
+        let built = answer(&mut shown, &opts);
+        assert_eq!(built["graphType"], "build");
+        let cols = columns_json(&shown.columns("npu").unwrap());
+        let nodes: Vec<String> = (0..cols["names"].as_array().unwrap().len() as u32)
+            .step_by(7)
+            .map(|i| shown.node("npu", i).unwrap())
+            .collect();
+        assert_eq!(shown.built_graphs(), 1);
+
+        let mut next = Session::new();
+        next.adopt_side(&shown, "npu").unwrap();
+        assert!(shown.suspend(), "a build is suspended");
+        assert!(shown.is_suspended());
+        assert!(!shown.suspend(), "once");
+        add_bench(&mut next);
+        if !overflow {
+            assert_eq!(run(&mut next, Some(MAPPING)), want, "the compare beside it");
+        }
+
+        // Used again: built again from its parsed folder, the same.
+        assert_eq!(columns_json(&shown.columns("npu").unwrap()), cols);
+        assert!(!shown.is_suspended());
+        assert_eq!(shown.built_graphs(), 2);
+        assert_eq!(shown.parsed_ranks(), 1, "nothing parsed again");
+        let again: Vec<String> = (0..cols["names"].as_array().unwrap().len() as u32)
+            .step_by(7)
+            .map(|i| shown.node("npu", i).unwrap())
+            .collect();
+        assert_eq!(again, nodes);
+        // Suspended again, then run: the run's result replaces it.
+        assert!(shown.suspend());
+        assert_eq!(answer(&mut shown, &opts), built);
+        assert!(!shown.is_suspended());
+        assert_eq!(shown.built_graphs(), 3);
+    }
+    // A compare stays.
+    let mut s = loaded();
+    let r = run(&mut s, Some(MAPPING));
+    assert!(!s.suspend());
+    assert!(!s.is_suspended());
+    assert_eq!(run(&mut s, Some(MAPPING)), r);
+}

@@ -412,7 +412,9 @@ export function startApp(host) {
         const stage = side === 'npu' ? STAGES.readNpu : STAGES.readBench;
         try {
           // The worker says no when the shown session is not the one named (the files are sent then).
-          if (adoptable(side, slot) && (await client.request({ type: 'adoptSide', side: slot, from: S.sessionId })).adopted) {
+          const adoption = adoptable(side, slot) ? await client.request({ type: 'adoptSide', side: slot, from: S.sessionId }) : null;
+          if (adoption?.adopted) {
+            if (adoption.suspended) window.__probelens.suspends++;
             if (seq !== S.loadSeq) return;
             continue;
           }
@@ -2124,6 +2126,8 @@ export function startApp(host) {
     lastResult: null,
     errors: [],
     timings: { displayMs: 0 },
+    /** Loads for which the shown result (a build) freed its graph (see the worker's `adoptSide`). */
+    suspends: 0,
     get state() {
       return S;
     },

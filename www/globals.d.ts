@@ -4,6 +4,7 @@ interface ProbelensHook {
   lastResult: import('./protocol.js').RunResult | null;
   errors: { where: string; message: string }[];
   timings: { displayMs: number };
+  suspends: number;
   readonly state: unknown;
   views: unknown;
   outlines: unknown;

@@ -134,7 +134,9 @@
  *   slot of the current session (core `adoptSide`: files, lazy files with their handles, parsed rank
  *   folders shared, nothing read or parsed again), if the current session is the dump session `from`
  *   (newSession's `session`). Answers `{adopted: false}` when it is not (no current session, another
- *   one, an opened msprobe file, or a fresh worker): the page then sends the files.
+ *   one, an opened msprobe file, or a fresh worker): the page then sends the files. `suspended`: the
+ *   current session's result, a build, freed its graph for this load (core `suspend`; built again on
+ *   its next use if this load fails).
  * @typedef {{id: number, type: 'fileBegin', side: Side, path: string, size: number}} FileBeginRequest
  * @typedef {{id: number, type: 'fileChunk', side: Side, path: string, chunk: ArrayBuffer}} FileChunkRequest
  *   The file ends implicitly when `size` bytes arrived; the result then says `done: true`.
@@ -216,7 +218,7 @@
  *   the message says it was the browser's memory limit); the worker refuses further work and must be replaced.
  * @typedef {{id: number, type: 'result', value?: any}} ResultResponse
  *   `value` per request: init → `{}`; newSession → `{version: string, session: number}`;
- *   adoptSide → `{adopted: boolean}`; fileChunk → `{done: boolean}`;
+ *   adoptSide → `{adopted: boolean, suspended?: boolean}`; fileChunk → `{done: boolean}`;
  *   layout → `{npu: Layout | null, bench: Layout | null}`; run → {@link RunResult};
  *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; match → {@link Changes};
  *   openVis → {@link VisMeta}; runVis → {@link RunResult}; exportCsv → `{csv: string, rows: number}`;

@@ -196,11 +196,15 @@ async function handle(req) {
         return;
       }
       s.adoptSide(from, req.side);
+      // The shown result, if a build (a folder shown alone), frees its graph for the load that
+      // adopts from it (the compare that follows has the graph it needs): built again on its next
+      // use if that load fails and it stays shown.
+      const suspended = from.suspend();
       // The core reads the adopted lazy files through this session's reader: give it their handles.
       const prefix = req.side + '\u0000';
       for (const k of [...mine.handles.keys()]) if (k.startsWith(prefix)) mine.handles.delete(k);
       for (const [k, f] of have.handles) if (k.startsWith(prefix)) mine.handles.set(k, f);
-      post({ id, type: 'result', value: { adopted: true } });
+      post({ id, type: 'result', value: { adopted: true, suspended } });
       return;
     }
     case 'discardStaging': {

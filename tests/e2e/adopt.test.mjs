@@ -122,6 +122,45 @@ describe('a load adopts the unchanged side from the shown session', () => {
     await context.close();
   });
 
+  test('a build view freed for the next load is built again when that load fails: same result, same details', async () => {
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await recordSent(page);
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    await clear(page, 'bench');
+    assert.equal(await choose(page, 'npu', NPU_PROC), 'ready');
+    assert.equal((await resultSummary(page)).graphType, 'build');
+    const shown = await fullResult(page);
+    const mlp = await indexOf(page, 'npu', 'Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0');
+    const before = await detailsOf(page, 'npu', mlp);
+    assert.equal(before.node, 'Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0', before.text);
+    await detailsOf(page, 'npu', 0);
+
+    // A broken Bench folder: the NPU side is adopted, which frees the shown build's graph; the load
+    // fails and the build stays shown.
+    const bad = path.join(tmp, 'bad-bench');
+    fs.cpSync(BENCH_PROC, bad, { recursive: true });
+    fs.writeFileSync(path.join(bad, 'dump.json'), '{"task": "statistics", "data": {"x": [1, 2');
+    await resetSent(page);
+    assert.equal(await choose(page, 'bench', bad), 'ready');
+    assert.deepEqual((await lastLoad(page)).npu, ['adoptSide']);
+    assert.equal(await page.evaluate(() => window.__probelens.suspends), 1, 'the shown build was freed');
+    const errors = await visibleErrors(page);
+    assert.equal(errors.length, 1, errors.join('\n'));
+    assert.match(errors[0], /^bench-error: bad-bench\/dump\.json: /);
+    assert.deepEqual(await fullResult(page), shown, 'the shown result is kept');
+    // Its details: the worker builds it again on this first use.
+    assert.deepEqual(await detailsOf(page, 'npu', mlp), before);
+
+    // The good Bench folder: adopted from the rebuilt build, the same compare as a fresh load.
+    assert.equal(await choose(page, 'bench', BENCH_PROC), 'ready');
+    assert.deepEqual(await visibleErrors(page), []);
+    assert.equal(await page.evaluate(() => window.__probelens.suspends), 2);
+    assert.deepEqual(await fullResult(page), fresh);
+    assertClean();
+    await context.close();
+  });
+
   test('after a failed load, a worker restart or a session the worker does not have, the files are sent again', async () => {
     const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
     await recordSent(page);
