@@ -450,27 +450,17 @@ pub fn compare_mapped(
         if opts.fuzzy {
             cx.fuzzy_one(n);
         } else if let Some(m) = &mapping {
-            let name = &cx.gn.nodes[n as usize].name;
+            let name = cx.gn.name(n);
             let target = m.get(name).unwrap_or(name);
             if let Some(b) = cx.gb.get(target) {
                 cx.link(n, b);
                 cx.compare_pair(n, b);
             }
         } else {
-            let name = &cx.gn.nodes[n as usize].name;
+            let name = cx.gn.name(n);
             if let Some(b) = cx.gb.get(name) {
-                let an: Vec<&str> = cx
-                    .gn
-                    .ancestors(n)
-                    .iter()
-                    .map(|a| cx.gn.nodes[*a as usize].name.as_str())
-                    .collect();
-                let ab: Vec<&str> = cx
-                    .gb
-                    .ancestors(b)
-                    .iter()
-                    .map(|a| cx.gb.nodes[*a as usize].name.as_str())
-                    .collect();
+                let an: Vec<&str> = cx.gn.ancestors(n).iter().map(|a| cx.gn.name(*a)).collect();
+                let ab: Vec<&str> = cx.gb.ancestors(b).iter().map(|a| cx.gb.name(*a)).collect();
                 if an == ab {
                     cx.link(n, b);
                     cx.compare_pair(n, b);
@@ -524,15 +514,15 @@ pub fn manual_match(
         if !recursive {
             continue;
         }
-        let pn = module_path(&cx.gn.nodes[n as usize].name);
-        let pb = module_path(&cx.gb.nodes[b as usize].name);
+        let pn = module_path(cx.gn.name(n));
+        let pb = module_path(cx.gb.name(b));
         let bench_children: HashMap<String, NodeId> = cx.gb.nodes[b as usize]
             .children
             .iter()
-            .map(|c| (cx.gb.nodes[*c as usize].name.clone(), *c))
+            .map(|c| (cx.gb.name(*c).to_string(), *c))
             .collect();
         for c in cx.gn.nodes[n as usize].children.clone() {
-            let name = cx.gn.nodes[c as usize].name.clone();
+            let name = cx.gn.name(c).to_string();
             let swapped = match (&pn, &pb) {
                 (Some(a), Some(z)) if name.starts_with(a.as_str()) => {
                     Some(format!("{z}{}", &name[a.len()..]))
@@ -605,10 +595,7 @@ pub fn collection_index(gn: &mut Graph) {
             continue;
         }
         // A parallel merge's `Apis_Between_Modules_All_Ranks.k`: its per-rank collections first.
-        if gn.nodes[c as usize]
-            .name
-            .starts_with("Apis_Between_Modules_All_Ranks")
-        {
+        if gn.name(c).starts_with("Apis_Between_Modules_All_Ranks") {
             for sub in gn.nodes[c as usize].children.clone() {
                 worst(gn, sub);
             }
@@ -646,7 +633,7 @@ impl Ctx<'_> {
         if self.gn.nodes[n as usize].op == NodeOp::FunctionApi {
             return;
         }
-        let Some(b) = self.gb.get(&self.gn.nodes[n as usize].name) else {
+        let Some(b) = self.gb.get(self.gn.name(n)) else {
             return;
         };
         self.link(n, b);
@@ -656,11 +643,11 @@ impl Ctx<'_> {
         for (key, api_n) in rn {
             // msprobe resolves the recounted ids through `node_map` (which matters where a
             // parallel merge left two nodes of one name: the map holds the later one).
-            let Some(api_n) = self.gn.get(&self.gn.nodes[api_n as usize].name) else {
+            let Some(api_n) = self.gn.get(self.gn.name(api_n)) else {
                 continue;
             };
             let Some(&api_b) = rb.get(&key) else { continue };
-            let Some(api_b) = self.gb.get(&self.gb.nodes[api_b as usize].name) else {
+            let Some(api_b) = self.gb.get(self.gb.name(api_b)) else {
                 continue;
             };
             self.link(api_n, api_b);
@@ -747,7 +734,7 @@ fn pair_outcome(
         }
     };
     let (in_b, out_b) = gb.io(db, b);
-    let name = &gn.nodes[n as usize].name;
+    let name = gn.name(n);
     let rows = match rows_for(&dn.store, in_n, out_n, &db.store, &in_b, &out_b, mode) {
         Ok(r) => r,
         Err(why) => {
@@ -810,7 +797,7 @@ fn recount(g: &Graph, id: NodeId) -> Vec<(String, NodeId)> {
         if node.op != NodeOp::FunctionApi {
             continue;
         }
-        let mut key = strip_counters(&node.name);
+        let mut key = strip_counters(g.name_of(node));
         if key.contains("_rank") {
             key = strip_rank(&key);
         }

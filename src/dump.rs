@@ -11,6 +11,7 @@ use crate::json::{line_col, KeyId, LineBase, Reader, Store, SyntaxError, Val};
 use crate::names::{NameId, NameMap, Names};
 use crate::pyfmt::py_str;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The task field of dump.json.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,8 +112,8 @@ pub struct RankDump {
     /// through [`RankDump::construct_iter`], [`RankDump::construct_parent`].
     pub construct: Vec<(NameId, Option<NameId>)>,
     /// The names of construct.json (children and parents) and of dump.json's entries, each
-    /// stored once.
-    pub node_names: Names,
+    /// stored once. Shared with the graphs built from the dump (a node's name is its id here).
+    pub node_names: Arc<Names>,
     /// Position in `construct` of each name that is a key (by id), `u32::MAX` otherwise.
     construct_pos: Vec<u32>,
     /// Megatron format: `megatron_micro_step_number` and the micro step of each `construct`
@@ -199,7 +200,7 @@ impl RankDump {
             entries: Vec::new(),
             entry_pos: Vec::new(),
             construct: Vec::new(),
-            node_names: Names::default(),
+            node_names: Arc::default(),
             construct_pos: Vec::new(),
             micro_step_number: None,
             construct_micro: Vec::new(),
@@ -782,7 +783,7 @@ impl RankDump {
         };
         let overflow = crate::overflow::entry_scene(&self.store, name, value);
         let outcome = self.validate_entry(name, value, src, at);
-        let Some(id) = self.node_names.intern(name) else {
+        let Some(id) = Arc::make_mut(&mut self.node_names).intern(name) else {
             return Err(names_full(f));
         };
         if self.entry_pos.len() <= id.0 as usize {
@@ -902,7 +903,7 @@ impl RankDump {
             ));
         }
         r.pos += 1;
-        let names = &mut self.node_names;
+        let names = Arc::make_mut(&mut self.node_names);
         let parent_of = |names: &mut Names, store: &Store, v: Val| -> Result<Parent> {
             Ok(match v {
                 Val::Null => Parent::Name(None),

@@ -245,7 +245,7 @@ impl LinkWriter {
         if self.parent != Some(parent) {
             self.set_parent(o, parent);
         }
-        let name = o.node(p).name.as_str();
+        let name = o.name(p);
         let mut out = String::with_capacity(self.prefix.len() + name.len() + 5);
         if self.cyclic {
             out.push('[');
@@ -280,7 +280,7 @@ impl LinkWriter {
             if i > 0 {
                 self.prefix.push_str(", ");
             }
-            json_str(&o.node(*id).name, &mut self.prefix);
+            json_str(o.name(*id), &mut self.prefix);
         }
     }
 }
@@ -385,6 +385,7 @@ impl<'a> GraphRows<'a> {
         for order in range {
             let id = self.order[order];
             let n = g.node(id);
+            let name = g.name(id);
             let stack_id = format!("{graph_id}_{}", self.stack_of[order]);
             let (input, output) = g.io(x.dump, id);
             // The compare columns are written over the items as they are formatted
@@ -404,7 +405,7 @@ impl<'a> GraphRows<'a> {
             let results = results.as_deref();
             // Formatted into one reused buffer, then copied out at their exact size (growing a
             // fresh String per cell reallocates several times).
-            let f = NodeFormat::new(&n.name, x.mode);
+            let f = NodeFormat::new(name, x.mode);
             w.buf.clear();
             w.items
                 .map_with_results_into(&input, results, f, &mut w.buf);
@@ -416,24 +417,24 @@ impl<'a> GraphRows<'a> {
             let sub_nodes = if n.children.is_empty() {
                 String::new()
             } else {
-                json_str_iter(n.children.iter().map(|c| g.node(*c).name.as_str()))
+                json_str_iter(n.children.iter().map(|c| g.name(*c)))
             };
-            let is_distributed = n.name.starts_with("Distributed");
+            let is_distributed = name.starts_with("Distributed");
             if is_distributed {
                 dist.push(DistNode {
-                    name: n.name.clone(),
+                    name: name.to_string(),
                     input_data: input_data.clone(),
                     precision: n.precision.map(|p| p.0),
                     overflow: n.overflow.map(|o| o.as_str()),
                 });
             }
             sink.node(NodeRow {
-                id: [graph_id, "_", n.name.as_str()].concat(),
+                id: [graph_id, "_", name].concat(),
                 graph_id: graph_id.to_owned(),
                 node_order: order as i64,
-                node_name: n.name.clone(),
+                node_name: name.to_string(),
                 node_type: itoa::Buffer::new().format(n.op.value()).to_owned(),
-                up_node: n.parent.map(|p| g.node(p).name.clone()).unwrap_or_default(),
+                up_node: n.parent.map(|p| g.name(p).to_string()).unwrap_or_default(),
                 sub_nodes,
                 precision_index: n.precision.map(|p| p.0),
                 overflow_level: n.overflow.map(|o| o.as_str()),

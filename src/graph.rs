@@ -8,11 +8,61 @@ use crate::dump::{OverflowLevel, RankDump};
 use crate::error::{Error, Result};
 use crate::items::{input_output, read_op, ItemMap, Py};
 use crate::json::Val;
-use crate::names::NameId;
+use crate::names::{NameId, Names};
 use crate::HashMap;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 pub type NodeId = u32;
+
+/// A node's name: an id in its graph's [`GraphNames`] (read it with [`Graph::name`]). Not
+/// comparable: two ids may name the same text (see [`GraphNames::intern`]); compare the texts.
+#[derive(Debug, Clone, Copy)]
+pub struct Name(u32);
+
+/// The names of a graph's nodes, a `u32` in each node: the names of the dump the graph was built
+/// from (shared with the dump, not copied: nearly every node is a construct.json key or a
+/// dump.json entry), then the few the graph made up itself (the root, API collections,
+/// parameter-gradient nodes, parents msprobe derives for backward nodes, a parallel merge's
+/// renamed nodes and the nodes it takes from other ranks).
+#[derive(Debug, Clone, Default)]
+pub struct GraphNames {
+    dump: Arc<Names>,
+    own: Vec<Box<str>>,
+}
+
+impl GraphNames {
+    pub fn new(dump: Arc<Names>) -> GraphNames {
+        GraphNames {
+            dump,
+            own: Vec::new(),
+        }
+    }
+
+    pub fn str(&self, n: Name) -> &str {
+        let i = n.0 as usize;
+        match i.checked_sub(self.dump.len()) {
+            None => self.dump.str(NameId(n.0)),
+            Some(j) => self.own.get(j).map_or("", |s| s),
+        }
+    }
+
+    /// The dump's name `id`.
+    pub fn of_dump(&self, id: NameId) -> Name {
+        Name(id.0)
+    }
+
+    /// The name `s`: the dump's if it has it, else a new one of the graph's own (they are few; a
+    /// name asked for twice is kept twice).
+    pub fn intern(&mut self, s: &str) -> Name {
+        if let Some(id) = self.dump.get(s) {
+            return Name(id.0);
+        }
+        self.own.push(s.into());
+        // A graph has fewer than 2^32 nodes (`NodeId`), and a name is made for a node.
+        Name(u32::try_from(self.dump.len() + self.own.len() - 1).unwrap_or(u32::MAX))
+    }
+}
 
 /// msprobe's `NodeOp`; the value is what the db stores in `node_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +141,8 @@ pub struct Precision(pub f64);
 
 #[derive(Debug, Clone)]
 pub struct Node {
-    pub name: String,
+    /// In the graph's [`GraphNames`] ([`Graph::name`]).
+    pub name: Name,
     pub op: NodeOp,
     pub parent: Option<NodeId>,
     pub children: Vec<NodeId>,
@@ -132,7 +183,7 @@ impl NodeIndex {
     }
 
     /// The slot of `name`: where its id is, or the empty slot where it would go.
-    fn find(&self, nodes: &[Node], name: &str, h: u32) -> usize {
+    fn find(&self, nodes: &[Node], names: &GraphNames, name: &str, h: u32) -> usize {
         let mask = self.slots.len() - 1;
         let mut i = h as usize & mask;
         loop {
@@ -140,18 +191,22 @@ impl NodeIndex {
             if id1 == 0 {
                 return i;
             }
-            if sh == h && nodes.get(id1 as usize - 1).is_some_and(|n| n.name == name) {
+            if sh == h
+                && nodes
+                    .get(id1 as usize - 1)
+                    .is_some_and(|n| names.str(n.name) == name)
+            {
                 return i;
             }
             i = (i + 1) & mask;
         }
     }
 
-    pub fn get(&self, nodes: &[Node], name: &str) -> Option<NodeId> {
+    pub fn get(&self, nodes: &[Node], names: &GraphNames, name: &str) -> Option<NodeId> {
         if self.slots.is_empty() {
             return None;
         }
-        match self.slots[self.find(nodes, name, self.hash(name))] {
+        match self.slots[self.find(nodes, names, name, self.hash(name))] {
             (0, _) => None,
             (id1, _) => Some(id1 - 1),
         }
@@ -178,13 +233,13 @@ impl NodeIndex {
     }
 
     /// Indexes node `id` under its name (`nodes[id].name`); returns the node that had the name.
-    pub fn insert(&mut self, nodes: &[Node], id: NodeId) -> Option<NodeId> {
+    pub fn insert(&mut self, nodes: &[Node], names: &GraphNames, id: NodeId) -> Option<NodeId> {
         if (self.len + 1) * 2 > self.slots.len() {
             self.rebuild((self.slots.len() * 2).max(16));
         }
-        let name = nodes.get(id as usize).map_or("", |n| n.name.as_str());
+        let name = nodes.get(id as usize).map_or("", |n| names.str(n.name));
         let h = self.hash(name);
-        let i = self.find(nodes, name, h);
+        let i = self.find(nodes, names, name, h);
         let old = self.slots[i].0;
         self.slots[i] = (id + 1, h);
         if old == 0 {
@@ -196,12 +251,12 @@ impl NodeIndex {
     }
 
     /// Forgets `name`; returns the node it named.
-    pub fn remove(&mut self, nodes: &[Node], name: &str) -> Option<NodeId> {
+    pub fn remove(&mut self, nodes: &[Node], names: &GraphNames, name: &str) -> Option<NodeId> {
         if self.slots.is_empty() {
             return None;
         }
         let mask = self.slots.len() - 1;
-        let mut i = self.find(nodes, name, self.hash(name));
+        let mut i = self.find(nodes, names, name, self.hash(name));
         let (id1, _) = self.slots[i];
         if id1 == 0 {
             return None;
@@ -240,7 +295,7 @@ impl NodeIndex {
 
 impl Node {
     /// A node without links or data.
-    pub fn new(name: String, op: NodeOp) -> Node {
+    pub fn new(name: Name, op: NodeOp) -> Node {
         Node {
             name,
             op,
@@ -261,6 +316,8 @@ impl Node {
 #[derive(Debug, Clone)]
 pub struct Graph {
     pub nodes: Vec<Node>,
+    /// The nodes' names ([`Graph::name`]).
+    pub names: GraphNames,
     /// Name -> node, for every node created (reachable from the root or not), like `node_map`.
     pub index: NodeIndex,
     collection_counter: Option<i64>,
@@ -313,9 +370,11 @@ fn bwd_to_fwd(s: &str) -> String {
 }
 
 impl Graph {
-    fn new() -> Graph {
+    /// A graph of just its root, its names after `dump_names` (see [`GraphNames`]).
+    pub fn new(dump_names: Arc<Names>) -> Graph {
         let mut g = Graph {
             nodes: Vec::new(),
+            names: GraphNames::new(dump_names),
             index: NodeIndex::default(),
             collection_counter: None,
             micro_step_num: None,
@@ -323,34 +382,59 @@ impl Graph {
             merge_info: HashMap::default(),
             dedupe_names: false,
         };
-        g.add("DefaultModel".to_string(), NodeOp::Module, None);
+        let root = g.names.intern("DefaultModel");
+        g.add(root, NodeOp::Module, None);
         g
     }
 
-    fn add(&mut self, name: String, op: NodeOp, parent: Option<NodeId>) -> NodeId {
+    fn add(&mut self, name: Name, op: NodeOp, parent: Option<NodeId>) -> NodeId {
         let id = self.nodes.len() as NodeId;
         self.nodes.push(Node::new(name, op));
-        self.index.insert(&self.nodes, id);
+        self.index.insert(&self.nodes, &self.names, id);
         self.add_upnode(id, parent);
         id
     }
 
+    /// The name of node `id`.
+    pub fn name(&self, id: NodeId) -> &str {
+        self.nodes
+            .get(id as usize)
+            .map_or("", |n| self.names.str(n.name))
+    }
+
+    /// The name of `n`, a node of this graph.
+    pub fn name_of(&self, n: &Node) -> &str {
+        self.names.str(n.name)
+    }
+
+    /// Gives node `id` the name `new` (the index is the caller's: [`Graph::index_remove`] the
+    /// old name before, [`Graph::index_insert`] after).
+    pub fn set_name(&mut self, id: NodeId, new: &str) {
+        let name = self.names.intern(new);
+        if let Some(n) = self.nodes.get_mut(id as usize) {
+            n.name = name;
+        }
+    }
+
+    /// A node named `name`, not linked nor indexed (the caller pushes it onto `nodes`).
+    pub fn new_node(&mut self, name: &str, op: NodeOp) -> Node {
+        Node::new(self.names.intern(name), op)
+    }
+
     /// Indexes node `id` under its (current) name; returns the node that had the name.
     pub fn index_insert(&mut self, id: NodeId) -> Option<NodeId> {
-        self.index.insert(&self.nodes, id)
+        self.index.insert(&self.nodes, &self.names, id)
     }
 
     /// Forgets `name` in the index (before the node it names is renamed or dropped).
     pub fn index_remove(&mut self, name: &str) -> Option<NodeId> {
-        self.index.remove(&self.nodes, name)
+        self.index.remove(&self.nodes, &self.names, name)
     }
 
     /// `BaseNode.add_upnode`.
     fn add_upnode(&mut self, id: NodeId, parent: Option<NodeId>) {
         let Some(p) = parent else { return };
-        if self.nodes[p as usize].name == self.nodes[id as usize].name
-            || self.nodes[id as usize].parent.is_some()
-        {
+        if self.name(p) == self.name(id) || self.nodes[id as usize].parent.is_some() {
             return;
         }
         self.nodes[id as usize].parent = Some(p);
@@ -362,7 +446,7 @@ impl Graph {
     }
 
     pub fn get(&self, name: &str) -> Option<NodeId> {
-        self.index.get(&self.nodes, name)
+        self.index.get(&self.nodes, &self.names, name)
     }
 
     /// Ancestor ids, root first; empty on a cycle (like `get_ancestors`).
@@ -384,12 +468,8 @@ impl Graph {
 
     /// Ancestor names then the node's own name.
     pub fn path(&self, id: NodeId) -> Vec<&str> {
-        let mut v: Vec<&str> = self
-            .ancestors(id)
-            .iter()
-            .map(|a| self.nodes[*a as usize].name.as_str())
-            .collect();
-        v.push(&self.nodes[id as usize].name);
+        let mut v: Vec<&str> = self.ancestors(id).iter().map(|a| self.name(*a)).collect();
+        v.push(self.name(id));
         v
     }
 
@@ -403,7 +483,8 @@ impl Graph {
             .entry
             .and_then(|e| dump.entries.get(e as usize))
             .map(|e| e.value);
-        let items = read_op(&dump.store, entry, &n.name, &dump.names.dump).unwrap_or_default();
+        let items =
+            read_op(&dump.store, entry, self.name_of(n), &dump.names.dump).unwrap_or_default();
         input_output(&dump.store, items)
     }
 
@@ -417,13 +498,13 @@ impl Graph {
             if visited[id as usize] {
                 continue;
             }
-            if self.dedupe_names && names.contains(self.nodes[id as usize].name.as_str()) {
+            if self.dedupe_names && names.contains(self.name(id)) {
                 continue;
             }
             if processed {
                 visited[id as usize] = true;
                 if self.dedupe_names {
-                    names.insert(&self.nodes[id as usize].name);
+                    names.insert(self.name(id));
                 }
                 order.push(id);
             } else {
@@ -467,7 +548,10 @@ impl Graph {
                  (an L1 dump has no module structure)",
             ));
         }
-        let mut b = Builder { d, g: Graph::new() };
+        let mut b = Builder {
+            d,
+            g: Graph::new(d.node_names.clone()),
+        };
         // Nearly every node is a construct.json key (the rest: API collections, parameter
         // gradients): reserve for those, so the arena does not double past what it needs.
         let guess = d.construct.len() + d.construct.len() / 64 + 64;
@@ -484,8 +568,9 @@ impl Graph {
 
     /// Sets `overflow_level` on every node whose name is a dump key with an overflow scene.
     pub fn apply_overflow(&mut self, d: &RankDump) {
+        let names = &self.names;
         for n in &mut self.nodes {
-            if let Some(e) = d.entry(&n.name) {
+            if let Some(e) = d.entry(names.str(n.name)) {
                 n.overflow = e.overflow;
             }
         }
@@ -506,7 +591,7 @@ impl Graph {
         for c in &root_children {
             let n = &self.nodes[*c as usize];
             if n.op == NodeOp::Module {
-                if n.name.contains(".forward.") {
+                if self.names.str(n.name).contains(".forward.") {
                     if backward {
                         step += 1;
                         backward = false;
@@ -526,7 +611,8 @@ impl Graph {
             for c in rc {
                 let n = &mut o.nodes[c as usize];
                 if n.micro_step.is_none() {
-                    n.micro_step = Some(n.name.rsplit('.').next().and_then(py_int).unwrap_or(0));
+                    let name = o.names.str(n.name);
+                    n.micro_step = Some(name.rsplit('.').next().and_then(py_int).unwrap_or(0));
                 }
             }
             o.propagate_micro(ROOT);
@@ -653,8 +739,12 @@ impl Builder<'_> {
             self.g.add_upnode(id, parent);
             return id;
         }
-        let id = self.g.add(name.to_string(), NodeOp::of(name), parent);
         let name_id = name_id.or_else(|| self.d.node_names.get(name));
+        let interned = match name_id {
+            Some(i) => self.g.names.of_dump(i),
+            None => self.g.names.intern(name),
+        };
+        let id = self.g.add(interned, NodeOp::of(name), parent);
         if let Some(i) = name_id {
             if let Some(slot) = node_of.get_mut(i.0 as usize) {
                 *slot = id;
@@ -762,16 +852,14 @@ impl Builder<'_> {
 
     fn handle_recompute(&mut self) {
         let root_children = self.g.nodes[ROOT as usize].children.clone();
-        let names: std::collections::HashSet<&str> = root_children
-            .iter()
-            .map(|c| self.g.nodes[*c as usize].name.as_str())
-            .collect();
+        let names: std::collections::HashSet<&str> =
+            root_children.iter().map(|c| self.g.name(*c)).collect();
         let mut recompute: Vec<(NodeId, String)> = Vec::new(); // (node, prefix), in order
         let mut recompute_index: HashMap<NodeId, usize> = HashMap::default();
         let mut cache: std::collections::HashSet<String> = std::collections::HashSet::new();
         let is_pytorch = self.d.framework_key.as_deref().unwrap_or("pytorch") == "pytorch";
         for (i, c) in root_children.iter().enumerate() {
-            let name = self.g.nodes[*c as usize].name.clone();
+            let name = self.g.name(*c).to_string();
             if NodeOp::of(&name) != NodeOp::Module {
                 continue;
             }
@@ -818,10 +906,11 @@ impl Builder<'_> {
             recompute.iter().map(|(_, p)| p.as_str()).collect();
         let mut no_rc: HashMap<String, Vec<NodeId>> = HashMap::default();
         for (id, n) in self.g.nodes.iter().enumerate() {
-            if n.op_by_name() != NodeOp::Module {
+            let name = self.g.names.str(n.name);
+            if NodeOp::of(name) != NodeOp::Module {
                 continue;
             }
-            let Some((p, _)) = forward_n(&n.name) else {
+            let Some((p, _)) = forward_n(name) else {
                 continue;
             };
             match n.parent {
@@ -846,7 +935,7 @@ impl Builder<'_> {
             if !no_rc.contains_key(prefix) {
                 continue;
             }
-            let is_fwd = forward_n(&self.g.nodes[*rc_id as usize].name).is_some();
+            let is_fwd = forward_n(self.g.name(*rc_id)).is_some();
             let list = if is_fwd {
                 no_rc.get_mut(prefix)
             } else {
@@ -859,16 +948,13 @@ impl Builder<'_> {
             let Some(up) = self.g.nodes[no_rc_node as usize].parent else {
                 continue;
             };
-            let target = fwd_to_bwd(&self.g.nodes[up as usize].name);
+            let target = fwd_to_bwd(self.g.name(up));
             let Some(new_up) = self.g.get(&target) else {
                 continue;
             };
             let anc = self.g.ancestors(new_up);
-            let rc_name = &self.g.nodes[*rc_id as usize].name;
-            if !anc
-                .iter()
-                .any(|a| &self.g.nodes[*a as usize].name == rc_name)
-            {
+            let rc_name = self.g.name(*rc_id);
+            if !anc.iter().any(|a| self.g.name(*a) == rc_name) {
                 self.g.nodes[*rc_id as usize].parent = Some(new_up);
                 self.g.nodes[new_up as usize].children.push(*rc_id);
                 if let Some(ix) = recompute_index.get(rc_id) {
@@ -904,7 +990,7 @@ impl Builder<'_> {
                         Some(k) => k + 1,
                     };
                     self.g.collection_counter = Some(k);
-                    let name = format!("Apis_Between_Modules.{k}");
+                    let name = self.g.names.intern(&format!("Apis_Between_Modules.{k}"));
                     let id = self.g.add(name, NodeOp::ApiCollection, None);
                     for n in &run {
                         self.g.nodes[*n as usize].parent = Some(id);
@@ -954,7 +1040,7 @@ impl Builder<'_> {
         }
         let mut max: Vec<i64> = vec![0; prefixes.len()];
         for n in &self.g.nodes {
-            let parts: Vec<&str> = n.name.split('.').collect();
+            let parts: Vec<&str> = self.g.names.str(n.name).split('.').collect();
             if parts.len() > 2 && parts[parts.len() - 2] == "backward" {
                 let Some(num) = py_int(parts[parts.len() - 1]) else {
                     continue;
@@ -976,7 +1062,8 @@ impl Builder<'_> {
                 if self.g.get(&name).is_some() {
                     continue;
                 }
-                let id = self.g.add(name.clone(), NodeOp::Module, Some(parent));
+                let interned = self.g.names.intern(&name);
+                let id = self.g.add(interned, NodeOp::Module, Some(parent));
                 self.g.nodes[id as usize].entry = d.entry_id(&name);
             }
         }
@@ -1010,12 +1097,6 @@ fn params_grad_suffix(name: &str) -> Option<usize> {
     head.strip_suffix(".parameters_grad").map(|p| p.len())
 }
 
-impl Node {
-    fn op_by_name(&self) -> NodeOp {
-        NodeOp::of(&self.name)
-    }
-}
-
 /// The batch p2p info of a node (`op`, `peer`, `group_id` of each P2POp in output[0]).
 pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> {
     let n = g.node(id);
@@ -1044,15 +1125,12 @@ pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> 
 mod tests {
     use super::*;
 
-    fn node(name: &str) -> Node {
-        Node::new(name.to_string(), NodeOp::Module)
-    }
-
     /// The index against a HashMap model: inserts, replacements, removals (backward shift
     /// across the table's wrap-around), renames, growth.
     #[test]
     fn node_index_behaves_like_a_map() {
         let mut nodes: Vec<Node> = Vec::new();
+        let mut names = GraphNames::default();
         let mut idx = NodeIndex::default();
         let mut model: HashMap<String, NodeId> = HashMap::default();
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
@@ -1066,33 +1144,33 @@ mod tests {
             let name = format!("Module.m{}.forward", rnd(600));
             match rnd(4) {
                 0 | 1 => {
-                    nodes.push(node(&name));
+                    nodes.push(Node::new(names.intern(&name), NodeOp::Module));
                     let id = nodes.len() as NodeId - 1;
                     assert_eq!(
-                        idx.insert(&nodes, id),
+                        idx.insert(&nodes, &names, id),
                         model.insert(name, id),
                         "step {step}"
                     );
                 }
                 2 => assert_eq!(
-                    idx.remove(&nodes, &name),
+                    idx.remove(&nodes, &names, &name),
                     model.remove(&name),
                     "step {step}"
                 ),
                 _ => {
                     // Rename the node a name points to: remove, rename, insert.
-                    if let Some(id) = idx.remove(&nodes, &name) {
+                    if let Some(id) = idx.remove(&nodes, &names, &name) {
                         model.remove(&name);
                         let new = format!("{name}.r{step}");
-                        nodes[id as usize].name = new.clone();
-                        assert_eq!(idx.insert(&nodes, id), model.insert(new, id));
+                        nodes[id as usize].name = names.intern(&new);
+                        assert_eq!(idx.insert(&nodes, &names, id), model.insert(new, id));
                     }
                 }
             }
             assert_eq!(idx.len(), model.len());
             if step % 997 == 0 {
                 for (k, v) in &model {
-                    assert_eq!(idx.get(&nodes, k), Some(*v), "step {step}: {k}");
+                    assert_eq!(idx.get(&nodes, &names, k), Some(*v), "step {step}: {k}");
                 }
                 let mut a: Vec<NodeId> = idx.ids().collect();
                 let mut b: Vec<NodeId> = model.values().copied().collect();
@@ -1101,7 +1179,7 @@ mod tests {
                 assert_eq!(a, b);
             }
         }
-        assert_eq!(idx.get(&nodes, "absent"), None);
-        assert_eq!(NodeIndex::default().get(&nodes, "x"), None);
+        assert_eq!(idx.get(&nodes, &names, "absent"), None);
+        assert_eq!(NodeIndex::default().get(&nodes, &names, "x"), None);
     }
 }

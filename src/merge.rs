@@ -422,10 +422,11 @@ fn pp_groups(ranks: &[RankGraph], p: &ParallelParams) -> Result<Groups> {
     for r in ranks {
         let mut target: Option<i64> = None;
         for (id, n) in r.graph.nodes.iter().enumerate() {
-            if r.graph.get(&n.name) != Some(id as NodeId) || !n.name.starts_with("Distributed.") {
+            let name = r.graph.name_of(n);
+            if r.graph.get(name) != Some(id as NodeId) || !name.starts_with("Distributed.") {
                 continue;
             }
-            if n.name.contains(".batch_isend_irecv.") {
+            if name.contains(".batch_isend_irecv.") {
                 for (op, peer, _) in crate::graph::batch_p2p_info(&r.dump, &r.graph, id as NodeId) {
                     let peer = peer.num(&r.dump.store);
                     let is_isend = op.as_str(&r.dump.store) == Some("isend");
@@ -436,9 +437,9 @@ fn pp_groups(ranks: &[RankGraph], p: &ParallelParams) -> Result<Groups> {
                         }
                     }
                 }
-            } else if n.name.contains(".send.") || n.name.contains(".isend.") {
+            } else if name.contains(".send.") || name.contains(".isend.") {
                 let (input, _) = r.graph.io(&r.dump, id as NodeId);
-                let key = format!("{}.input.dst", n.name);
+                let key = format!("{name}.input.dst");
                 let dst = input
                     .iter()
                     .find(|(kk, _)| *kk == key)
@@ -494,14 +495,15 @@ fn tp_groups(ranks: &[RankGraph], p: &ParallelParams) -> Result<Vec<Vec<i64>>> {
     let mut groups: Vec<Vec<i64>> = Vec::new();
     for r in ranks {
         for (id, n) in r.graph.nodes.iter().enumerate() {
-            if r.graph.get(&n.name) != Some(id as NodeId) {
+            let name = r.graph.name_of(n);
+            if r.graph.get(name) != Some(id as NodeId) {
                 continue;
             }
-            if !(n.name.contains("reduce_scatter") || n.name.contains("all_reduce")) {
+            if !(name.contains("reduce_scatter") || name.contains("all_reduce")) {
                 continue;
             }
             let (input, _) = r.graph.io(&r.dump, id as NodeId);
-            let key = format!("{}.input.group", n.name);
+            let key = format!("{name}.input.group");
             let ranks = input
                 .iter()
                 .find(|(kk, _)| *kk == key)
@@ -549,7 +551,7 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
     let mut new_children = Vec::with_capacity(root_children.len());
     let mut counter = 0usize;
     for c in root_children {
-        let name = main.graph.nodes[c as usize].name.clone();
+        let name = main.graph.name(c).to_string();
         if name.starts_with(ABM_ALL) {
             // Already merged (FullMerger's second round): the other graphs' per-rank collections
             // join this one.
@@ -572,7 +574,7 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         }
         let all_name = format!("{ABM_ALL}.{counter}");
         counter += 1;
-        let mut all = Node::new(all_name, NodeOp::ApiCollection);
+        let mut all = main.graph.new_node(&all_name, NodeOp::ApiCollection);
         all.parent = Some(ROOT);
         all.children = vec![c];
         let all_id = main.graph.nodes.len() as NodeId;
@@ -583,7 +585,7 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         let seg = name.rsplit('.').next().unwrap_or("").to_string();
         let renamed = format!("{ABM}_Rank{}.{seg}", main.rank);
         main.graph.index_remove(&name);
-        main.graph.nodes[c as usize].name = renamed.clone();
+        main.graph.set_name(c, &renamed);
         main.graph.nodes[c as usize].parent = Some(all_id);
         main.graph.index_insert(c);
         main.touch(c);
@@ -616,11 +618,9 @@ fn sort_merged_api_collection(g: &mut Graph) {
         d.parse().ok()
     };
     for c in g.nodes[ROOT as usize].children.clone() {
-        if g.nodes[c as usize].op == NodeOp::ApiCollection
-            && g.nodes[c as usize].name.starts_with(ABM_ALL)
-        {
+        if g.nodes[c as usize].op == NodeOp::ApiCollection && g.name(c).starts_with(ABM_ALL) {
             let mut kids = g.nodes[c as usize].children.clone();
-            kids.sort_by_key(|k| rank_of(&g.nodes[*k as usize].name));
+            kids.sort_by_key(|k| rank_of(g.name(*k)));
             g.nodes[c as usize].children = kids;
         }
     }
@@ -654,9 +654,13 @@ fn adopt_plain(
 
 /// Node `id` of another rank copied for the main graph: without links, entry or verdict (its
 /// items go to `io_override`), its stack value moved into the main store.
-fn node_copy(o: &RankGraph, id: NodeId, to: &mut Store, parent: Option<NodeId>) -> Node {
+/// Node `id` of rank `o`, copied for the main graph: its name (its text: a name is an id in its
+/// graph's names) and stack in the main rank's, its links and data cleared.
+fn node_copy(o: &RankGraph, id: NodeId, main: &mut RankGraph, parent: Option<NodeId>) -> Node {
     let src = &o.graph.nodes[id as usize];
+    let to = &mut main.dump.store;
     let mut n = src.clone();
+    n.name = main.graph.names.intern(o.graph.name(id));
     n.parent = parent;
     n.children = Vec::new();
     n.entry = None;
@@ -677,7 +681,7 @@ fn adopt_plain_one(
     parent: NodeId,
     depth: usize,
 ) -> NodeId {
-    let n = node_copy(o, id, &mut main.dump.store, Some(parent));
+    let n = node_copy(o, id, main, Some(parent));
     let io = io_copy(o, id, &mut main.dump.store, None);
     let nid = push_copy(main, o, id, n, io);
     if depth <= 1 && main.graph.index_insert(nid).is_none() {
@@ -721,8 +725,7 @@ fn adopt_one(
     name: Option<String>,
     depth: usize,
 ) -> NodeId {
-    let src = &o.graph.nodes[id as usize];
-    let old = src.name.clone();
+    let old = o.graph.name(id).to_string();
     let new_name = match (name, depth) {
         (Some(n), _) => n,
         (None, 1) => {
@@ -734,8 +737,8 @@ fn adopt_one(
         }
         (None, _) => old.clone(),
     };
-    let mut n = node_copy(o, id, &mut main.dump.store, parent);
-    n.name = new_name.clone();
+    let mut n = node_copy(o, id, main, parent);
+    n.name = main.graph.names.intern(&new_name);
     let rename = (depth == 1).then_some((old.as_str(), new_name.as_str()));
     let io = io_copy(o, id, &mut main.dump.store, rename);
     let nid = push_copy(main, o, id, n, io);
@@ -1026,7 +1029,7 @@ impl Tp<'_> {
     }
 
     fn in_node_map(&self, id: NodeId) -> bool {
-        self.g().get(&self.g().nodes[id as usize].name) == Some(id)
+        self.g().get(self.g().name(id)) == Some(id)
     }
 
     fn run(&mut self) {
@@ -1037,10 +1040,11 @@ impl Tp<'_> {
             let n = &self.g().nodes[id as usize];
             let Some(p) = n.parent else { continue };
             let pn = &self.g().nodes[p as usize];
+            let pname = self.g().name(p);
             if pn.op != NodeOp::Module
-                || pn.name == "clip_grad"
-                || pn.name == "optimizer"
-                || n.name.starts_with("Distributed")
+                || pname == "clip_grad"
+                || pname == "optimizer"
+                || self.g().name(id).starts_with("Distributed")
                 || self.has_info(id)
             {
                 continue;
@@ -1077,8 +1081,8 @@ impl Tp<'_> {
     /// mapped rank's) with the same ancestors in every other rank, else none.
     fn need_merge(&self, id: NodeId) -> Vec<(usize, NodeId)> {
         let g = self.g();
-        let own = &g.nodes[id as usize].name;
-        let mut names: Vec<String> = vec![own.clone(); self.others.len()];
+        let own = g.name(id);
+        let mut names: Vec<String> = vec![own.to_string(); self.others.len()];
         if let (Some(r), false) = (rank_tag(own), self.mapping.is_empty()) {
             let Some((_, targets)) = self.mapping.iter().find(|(k, _)| *k == r) else {
                 return Vec::new();
@@ -1088,11 +1092,7 @@ impl Tp<'_> {
             }
             names = targets.iter().map(|t| rank_tag_sub(own, *t)).collect();
         }
-        let anc: Vec<&str> = g
-            .ancestors(id)
-            .iter()
-            .map(|a| g.nodes[*a as usize].name.as_str())
-            .collect();
+        let anc: Vec<&str> = g.ancestors(id).iter().map(|a| g.name(*a)).collect();
         let mut out = Vec::new();
         for (r, o) in self.others.iter().enumerate() {
             let Some(oid) = o.graph.get(&names[r]) else {
@@ -1102,7 +1102,7 @@ impl Tp<'_> {
                 .graph
                 .ancestors(oid)
                 .iter()
-                .map(|a| o.graph.nodes[*a as usize].name.as_str())
+                .map(|a| o.graph.name(*a))
                 .collect();
             if oanc != anc {
                 return Vec::new();
@@ -1123,14 +1123,14 @@ impl Tp<'_> {
             return (Vec::new(), Vec::new());
         }
         self.load(id);
-        let name = self.g().nodes[id as usize].name.clone();
+        let name = self.g().name(id).to_string();
         let prefix = format!("{name}.");
         let other_io: Vec<(usize, ItemMap, ItemMap, String)> = others
             .iter()
             .map(|(r, oid)| {
                 let o = &self.others[*r];
                 let (i, out) = o.graph.io(&o.dump, *oid);
-                (*r, i, out, o.graph.nodes[*oid as usize].name.clone())
+                (*r, i, out, o.graph.name(*oid).to_string())
             })
             .collect();
         let mut res = (Vec::new(), Vec::new());
@@ -1283,7 +1283,7 @@ impl Tp<'_> {
         if n.op != NodeOp::Module {
             return;
         }
-        let splits: Vec<&str> = n.name.split('.').collect();
+        let splits: Vec<&str> = self.g().name(id).split('.').collect();
         if splits.len() < 4 {
             return;
         }
@@ -1296,7 +1296,7 @@ impl Tp<'_> {
         let mut matmuls = Vec::new();
         let mut reduces = Vec::new();
         for c in &n.children {
-            let cn = &self.g().nodes[*c as usize].name;
+            let cn = self.g().name(*c);
             if cn.contains("matmul") {
                 matmuls.push(*c);
             }
@@ -1323,7 +1323,7 @@ impl Tp<'_> {
                 if self.map(r, true).is_empty() {
                     continue;
                 }
-                let all_reduce = self.g().nodes[r as usize].name.contains("all_reduce");
+                let all_reduce = self.g().name(r).contains("all_reduce");
                 let in_idx = if all_reduce { 0 } else { 1 };
                 let Some(rin) = self.item(r, false, in_idx) else {
                     continue;
@@ -1348,7 +1348,7 @@ impl Tp<'_> {
                     }
                 }
                 let name = if rout.full_op_name.is_empty() {
-                    self.g().nodes[r as usize].name.clone()
+                    self.g().name(r).to_string()
                 } else {
                     rout.full_op_name.clone()
                 };
@@ -1367,7 +1367,7 @@ impl Tp<'_> {
         if n.op != NodeOp::Module || self.has_info(id) {
             return;
         }
-        let splits: Vec<&str> = n.name.split('.').collect();
+        let splits: Vec<&str> = self.g().name(id).split('.').collect();
         if splits.len() < 4 {
             return;
         }
@@ -1380,8 +1380,8 @@ impl Tp<'_> {
         let siblings = &self.g().nodes[p as usize].children;
         let (mut start, mut end) = (None, None);
         for (i, s) in siblings.iter().enumerate() {
-            let sn = &self.g().nodes[*s as usize].name;
-            if sn.contains(n.name.as_str()) {
+            let sn = self.g().name(*s);
+            if sn.contains(self.g().name(id)) {
                 start = Some(i);
             } else if sn.contains("RowParallelLinear") {
                 end = Some(i);
@@ -1398,7 +1398,7 @@ impl Tp<'_> {
         let mut stack = span.clone();
         while let Some(cur) = stack.pop() {
             stack.extend(self.g().nodes[cur as usize].children.iter().rev().copied());
-            if self.has_info(cur) || self.g().nodes[cur as usize].name.starts_with("Distributed") {
+            if self.has_info(cur) || self.g().name(cur).starts_with("Distributed") {
                 continue;
             }
             let others = self.need_merge(cur);
@@ -1409,7 +1409,7 @@ impl Tp<'_> {
             let line = self.ranks_line(cur, &others);
             self.info(cur).push(line);
             let cn = &self.g().nodes[cur as usize];
-            let matmul = cn.name.contains("matmul");
+            let matmul = self.g().name(cur).contains("matmul");
             if cur == first || (matmul && cn.parent == Some(first)) {
                 pin.retain(|t| t.key != "input.0");
             } else if cur == last || (matmul && cn.parent == Some(last)) {
@@ -1545,7 +1545,8 @@ impl Tp<'_> {
         while i < self.g().nodes[ROOT as usize].children.len() {
             let c = self.g().nodes[ROOT as usize].children[i];
             let n = &self.g().nodes[c as usize];
-            if n.op == NodeOp::Module && n.name != "clip_grad" && n.name != "optimizer" {
+            let name = self.g().name(c);
+            if n.op == NodeOp::Module && name != "clip_grad" && name != "optimizer" {
                 self.pp_merge_node(c, 0);
                 self.pp_sort(c);
             }
@@ -1557,8 +1558,8 @@ impl Tp<'_> {
     /// The current id of another rank's node (moved ones carry their main copy's id).
     fn cur_name(&self, r: usize, id: NodeId) -> &str {
         match self.moved[r].get(&id) {
-            Some(m) => &self.main.graph.nodes[*m as usize].name,
-            None => &self.others[r].graph.nodes[id as usize].name,
+            Some(m) => self.main.graph.name(*m),
+            None => self.others[r].graph.name(id),
         }
     }
 
@@ -1567,7 +1568,7 @@ impl Tp<'_> {
         if depth > 1000 {
             return;
         }
-        let name = self.g().nodes[id as usize].name.clone();
+        let name = self.g().name(id).to_string();
         let mut others = Vec::new();
         for (r, o) in self.others.iter().enumerate() {
             match o.graph.get(&name) {
@@ -1647,7 +1648,7 @@ impl Tp<'_> {
         let main_ids: Vec<String> = self.g().nodes[id as usize]
             .children
             .iter()
-            .map(|c| self.g().nodes[*c as usize].name.clone())
+            .map(|c| self.g().name(*c).to_string())
             .collect();
         let lists: Vec<Vec<(usize, NodeId, String)>> = others
             .iter()
@@ -1737,8 +1738,8 @@ impl Tp<'_> {
             None => 0,
         };
         let name = format!("{orig}%{position}%{rank}");
-        let mut n = node_copy(&self.others[r], oid, &mut self.main.dump.store, parent);
-        n.name = name.clone();
+        let mut n = node_copy(&self.others[r], oid, self.main, parent);
+        n.name = self.main.graph.names.intern(&name);
         let io = self.other_items(r, oid);
         let nid = self.main.graph.nodes.len() as NodeId;
         self.main.graph.nodes.push(n);
@@ -1757,17 +1758,16 @@ impl Tp<'_> {
     fn pp_sort(&mut self, start: NodeId) {
         let mut stack = vec![start];
         while let Some(node) = stack.pop() {
-            let name = self.g().nodes[node as usize].name.clone();
+            let name = self.g().name(node).to_string();
             if mark_of(&name).is_some() {
                 if let Some(parent) = self.g().nodes[node as usize].parent {
                     let forward = name.contains(".forward.") || name.contains(".forward%");
                     let sibs = self.g().nodes[parent as usize].children.clone();
                     let (s1, mut s2): (Vec<NodeId>, Vec<NodeId>) = sibs
                         .iter()
-                        .partition(|c| mark_of(&self.g().nodes[**c as usize].name).is_none());
+                        .partition(|c| mark_of(self.g().name(**c)).is_none());
                     s2.sort_by_key(|c| {
-                        let (pos, rank) =
-                            mark_of(&self.g().nodes[*c as usize].name).unwrap_or((0, 0));
+                        let (pos, rank) = mark_of(self.g().name(*c)).unwrap_or((0, 0));
                         if forward {
                             (rank, pos)
                         } else {
@@ -1786,7 +1786,7 @@ impl Tp<'_> {
                         new.iter().rev().copied().collect()
                     };
                     for it in walk {
-                        let n = &self.g().nodes[it as usize].name;
+                        let n = self.g().name(it);
                         if has_layers(n) {
                             index += 1;
                         }
@@ -1808,7 +1808,7 @@ impl Tp<'_> {
     fn pp_update_id(&mut self, start: NodeId) {
         let mut stack = vec![(start, String::new())];
         while let Some((node, mut ppi)) = stack.pop() {
-            let name = self.g().nodes[node as usize].name.clone();
+            let name = self.g().name(node).to_string();
             if self.g().get(&name).is_some() {
                 self.main.graph.index_remove(&name);
                 let old = strip_mark(&name);
@@ -1830,7 +1830,7 @@ impl Tp<'_> {
                 }
                 let new = strip_mark(&new);
                 rename_items(&mut self.main.graph, node, &old, &new);
-                self.main.graph.nodes[node as usize].name = new.clone();
+                self.main.graph.set_name(node, &new);
                 self.main.graph.index_insert(node);
                 self.main.touch(node);
             }
@@ -1844,15 +1844,12 @@ impl Tp<'_> {
     /// other ranks have are appended and renumbered.
     fn root_unique(&mut self) {
         let root_kids = self.g().nodes[ROOT as usize].children.clone();
-        if !root_kids
-            .iter()
-            .any(|c| has_layers(&self.g().nodes[*c as usize].name))
-        {
+        if !root_kids.iter().any(|c| has_layers(self.g().name(*c))) {
             return;
         }
         let main_ids: Vec<String> = root_kids
             .iter()
-            .map(|c| self.g().nodes[*c as usize].name.clone())
+            .map(|c| self.g().name(*c).to_string())
             .collect();
         let mut to_merge = Vec::new();
         for (r, o) in self.others.iter().enumerate() {
@@ -1873,20 +1870,20 @@ impl Tp<'_> {
         let kids = self.g().nodes[ROOT as usize].children.clone();
         let (unmarked, mut marked): (Vec<NodeId>, Vec<NodeId>) = kids
             .iter()
-            .partition(|c| mark_of(&self.g().nodes[**c as usize].name).is_none());
+            .partition(|c| mark_of(self.g().name(**c)).is_none());
         marked.sort_by_key(|c| {
-            let (pos, rank) = mark_of(&self.g().nodes[*c as usize].name).unwrap_or((0, 0));
+            let (pos, rank) = mark_of(self.g().name(*c)).unwrap_or((0, 0));
             (rank, pos)
         });
         self.main.graph.nodes[ROOT as usize].children =
             unmarked.iter().chain(marked.iter()).copied().collect();
         let mut idx = unmarked
             .iter()
-            .filter(|c| has_layers(&self.g().nodes[**c as usize].name))
+            .filter(|c| has_layers(self.g().name(**c)))
             .count() as i64
             - 1;
         for m in marked {
-            if has_layers(&self.g().nodes[m as usize].name) {
+            if has_layers(self.g().name(m)) {
                 idx += 1;
                 self.pp_index.insert(m, idx);
             }
@@ -1970,9 +1967,9 @@ impl Tp<'_> {
             .iter()
             .rev()
             .copied()
-            .filter(|c| {
-                matches!(Self::chunk_of(&self.g().nodes[*c as usize].name), Some(p) if p == "0" || p == last)
-            })
+            .filter(
+                |c| matches!(Self::chunk_of(self.g().name(*c)), Some(p) if p == "0" || p == last),
+            )
             .collect();
         while let Some(cur) = stack.pop() {
             let n = &self.g().nodes[cur as usize];
@@ -1982,13 +1979,13 @@ impl Tp<'_> {
             {
                 continue;
             }
-            let name = n.name.clone();
+            let name = self.g().name(cur).to_string();
             let forward = forward_tail(&name);
             stack.extend(n.children.iter().rev().copied());
             let Some(t) = self.g().get(&replace_vpp_id(&name, &last)) else {
                 continue;
             };
-            let tname = self.g().nodes[t as usize].name.clone();
+            let tname = self.g().name(t).to_string();
             self.load(t);
             self.load(cur);
             let rename = |m: &ItemMap| -> ItemMap {
@@ -2024,7 +2021,7 @@ impl Tp<'_> {
             .iter()
             .rev()
             .copied()
-            .filter(|c| Self::chunk_of(&self.g().nodes[*c as usize].name) == Some("0"))
+            .filter(|c| Self::chunk_of(self.g().name(*c)) == Some("0"))
             .collect();
         if stack.is_empty() {
             return;
@@ -2032,7 +2029,7 @@ impl Tp<'_> {
         let mut parents: Vec<(String, NodeId)> = Vec::new();
         while let Some(cur) = stack.pop() {
             let up = self.g().nodes[cur as usize].parent;
-            let up_name = up.map(|u| self.g().nodes[u as usize].name.clone());
+            let up_name = up.map(|u| self.g().name(u).to_string());
             let known = up_name
                 .as_ref()
                 .is_some_and(|n| parents.iter().any(|(k2, _)| k2 == n));
@@ -2049,10 +2046,9 @@ impl Tp<'_> {
             stack.extend(self.g().nodes[cur as usize].children.iter().rev().copied());
         }
         for (_, node) in parents {
-            let forward = forward_tail(&self.g().nodes[node as usize].name);
+            let forward = forward_tail(self.g().name(node));
             for vpp_id in 1..vpp {
-                let tname =
-                    replace_vpp_id(&self.g().nodes[node as usize].name, &vpp_id.to_string());
+                let tname = replace_vpp_id(self.g().name(node), &vpp_id.to_string());
                 let Some(t) = self.g().get(&tname) else {
                     continue;
                 };
@@ -2072,10 +2068,7 @@ impl Tp<'_> {
                 if anc.len() < 2 {
                     continue;
                 }
-                let names: Vec<String> = anc[1..]
-                    .iter()
-                    .map(|a| g.nodes[*a as usize].name.clone())
-                    .collect();
+                let names: Vec<String> = anc[1..].iter().map(|a| g.name(*a).to_string()).collect();
                 for n in &names {
                     g.index_remove(n);
                 }
@@ -2084,7 +2077,7 @@ impl Tp<'_> {
                     .children
                     .iter()
                     .copied()
-                    .filter(|c| g.nodes[*c as usize].name != drop)
+                    .filter(|c| g.name(*c) != drop)
                     .collect();
                 g.nodes[ROOT as usize].children = root_kids;
             }
@@ -2101,7 +2094,7 @@ impl Tp<'_> {
         }
         let mut index = -1i64;
         for n in list {
-            let name = self.g().nodes[n as usize].name.clone();
+            let name = self.g().name(n).to_string();
             let m = layers_find(&name, 0);
             if m.is_some() {
                 index += 1;
@@ -2126,7 +2119,7 @@ impl Tp<'_> {
                     continue;
                 }
                 stack.extend(self.g().nodes[cur as usize].children.iter().rev().copied());
-                let cname = self.g().nodes[cur as usize].name.clone();
+                let cname = self.g().name(cur).to_string();
                 let new_cur = match layers_find(&cname, 0) {
                     Some((_, _, e)) => format!("{prefix}{}", &cname[e..]),
                     None => replace_vpp_id(&cname, "0"),
@@ -2138,11 +2131,11 @@ impl Tp<'_> {
 
     /// A main node renamed: its items' keys, the name index (popped, re-inserted at the end).
     fn rename_node(&mut self, id: NodeId, new: &str) {
-        let old = self.g().nodes[id as usize].name.clone();
+        let old = self.g().name(id).to_string();
         self.load(id);
         self.main.graph.index_remove(&old);
         rename_items(&mut self.main.graph, id, &old, new);
-        self.main.graph.nodes[id as usize].name = new.to_string();
+        self.main.graph.set_name(id, new);
         self.main.graph.index_insert(id);
         self.main.touch(id);
     }
@@ -2330,10 +2323,11 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
     for id in &order {
         let n = graph.node(*id);
         if let Some(p) = n.parent {
-            let parent = J::Str(graph.node(p).name.clone());
-            match construct.iter_mut().find(|(k2, _)| *k2 == n.name) {
+            let parent = J::Str(graph.name(p).to_string());
+            let name = graph.name(*id);
+            match construct.iter_mut().find(|(k2, _)| k2 == name) {
                 Some(slot) => slot.1 = parent,
-                None => construct.push((n.name.clone(), parent)),
+                None => construct.push((name.to_string(), parent)),
             }
         }
     }
@@ -2357,8 +2351,8 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             continue;
         }
         match groups.iter_mut().find(|(_, t)| *t == info) {
-            Some(g) => g.0.push(n.name.clone()),
-            None => groups.push((vec![n.name.clone()], info)),
+            Some(g) => g.0.push(graph.name(*id).to_string()),
+            None => groups.push((vec![graph.name(*id).to_string()], info)),
         }
     }
     let stack = J::Obj(
@@ -2381,7 +2375,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
     let mut ids: Vec<NodeId> = graph.index.ids().collect();
     ids.sort_unstable();
     for id in ids {
-        let name = &graph.node(id).name;
+        let name = graph.name(id);
         let (i, o) = graph.io(dump, id);
         for (key, it) in i.into_iter().chain(o) {
             let f = if it.full_op_name.is_empty() {
@@ -2389,7 +2383,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             } else {
                 it.full_op_name.clone()
             };
-            lookup.insert((name.clone(), f), it);
+            lookup.insert((name.to_string(), f), it);
         }
     }
     let overlay = |orig: &J, fname: String, nid: &str| -> J {
@@ -2411,12 +2405,11 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
         if *id == ROOT {
             continue;
         }
-        let n = graph.node(*id);
         let (input, output) = graph.io(dump, *id);
         if input.is_empty() && output.is_empty() {
             continue;
         }
-        let nid = n.name.as_str();
+        let nid = graph.name(*id);
         let raw = dump.entry(nid).map(|e| J::from_val(&dump.store, e.value));
         let entry = match raw {
             Some(J::Obj(fields)) => {

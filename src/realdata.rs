@@ -578,7 +578,7 @@ pub fn compare_tensors(
             set_result(&mut res, r.n_name, cols);
         }
         cmp.results.insert(n, res);
-        let name = &gn.nodes[n as usize].name;
+        let name = gn.name(n);
         let mut p = match level {
             Level::Pass => 0.0,
             Level::Warning => 0.5,

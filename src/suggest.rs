@@ -299,7 +299,7 @@ impl SideIx {
         let parsed: Vec<Parsed> = g
             .nodes
             .iter()
-            .map(|nd| parse_name(&nd.name, nd.op))
+            .map(|nd| parse_name(g.name_of(nd), nd.op))
             .collect();
         let op: Vec<u32> = parsed
             .iter()
@@ -858,7 +858,7 @@ impl Scorer<'_> {
             a = r.nma_n[x as usize];
         }
         let mut cands: Vec<NodeId> = Vec::new();
-        let name = &self.gn.node(u).name;
+        let name = self.gn.name(u);
         let same = self.gb.get(name).filter(|&v| free_b(r, v));
         if let Some(v) = same {
             cands.push(v);

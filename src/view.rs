@@ -116,7 +116,7 @@ pub fn graph_columns(g: &Graph, order: &Order, other: Option<&Order>) -> Vec<u8>
     let nodes = || order.ids.iter().map(|&id| g.node(id));
     let levels = COLUMNS_OVERFLOW.map(OverflowLevel::as_str).join("\0");
     let head = (16 + levels.len()).div_ceil(8) * 8;
-    let names_len = nodes().map(|x| x.name.len()).sum::<usize>() + n.saturating_sub(1);
+    let names_len = nodes().map(|x| g.name_of(x).len()).sum::<usize>() + n.saturating_sub(1);
     // Every section is sized here and filled below in one pass over the nodes.
     let mut out = vec![0u8; head + 26 * n + names_len];
     let (header, body) = out.split_at_mut(head);
@@ -152,8 +152,9 @@ pub fn graph_columns(g: &Graph, order: &Order, other: Option<&Order>) -> Vec<u8>
         overflow[i] = overflow_code(x.overflow);
         // The separator before every name but the first is the zero already there.
         name_at += usize::from(i > 0);
-        names[name_at..name_at + x.name.len()].copy_from_slice(x.name.as_bytes());
-        name_at += x.name.len();
+        let name = g.name_of(x).as_bytes();
+        names[name_at..name_at + name.len()].copy_from_slice(name);
+        name_at += name.len();
     }
     out
 }
@@ -291,7 +292,7 @@ pub fn node_dto(res: &PairResult, side: SideSel, id: NodeId) -> Option<NodeDto> 
             .map(|(k, it)| {
                 (
                     k.clone(),
-                    formatted_fields(&side_ref.dump.store, it, &node.name, mode),
+                    formatted_fields(&side_ref.dump.store, it, g.name_of(node), mode),
                 )
             })
             .collect()
@@ -320,11 +321,11 @@ pub fn node_dto(res: &PairResult, side: SideSel, id: NodeId) -> Option<NodeDto> 
     let link: Vec<String> =
         serde_json::from_str(&link_json(other, node.partner)).unwrap_or_default();
     Some(NodeDto {
-        name: node.name.clone(),
+        name: g.name_of(node).to_string(),
         node_type: node.op.value(),
         up_node: node
             .parent
-            .map(|p| g.node(p).name.clone())
+            .map(|p| g.name(p).to_string())
             .unwrap_or_default(),
         precision_index: node.precision.map(|p| precision_text(p.0)),
         overflow_level: node.overflow.map(|o| o.as_str()),

@@ -1475,9 +1475,9 @@ fn match_all(last: &mut Last, ids: &[(u32, u32, bool)]) -> std::result::Result<(
             };
             return Err(js_err(format!(
                 "cannot match {} ({}) with {} ({}): the node types differ",
-                res.npu.graph.node(n).name,
+                res.npu.graph.name(n),
                 kind(on),
-                bs.graph.node(b).name,
+                bs.graph.name(b),
                 kind(ob)
             )));
         }

@@ -93,7 +93,7 @@ fn matched(res: &PairResult) -> BTreeSet<(String, String)> {
         .filter_map(|id| {
             g.node(id)
                 .partner
-                .map(|p| (g.node(id).name.clone(), gb.node(p).name.clone()))
+                .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()
 }
@@ -264,8 +264,8 @@ fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
         .filter_map(|(&id, (x, y))| match y {
             Some(v) if x != y => Some((
                 id,
-                res.npu.graph.node(id).name.clone(),
-                gb.node(*v).name.clone(),
+                res.npu.graph.name(id).to_string(),
+                gb.name(*v).to_string(),
             )),
             _ => None,
         })

@@ -124,7 +124,7 @@ fn permuted_layouts_are_judged_on_their_statistics() {
         g.pre_order()
             .into_iter()
             .filter(|id| {
-                g.node(*id).name.starts_with("Module.")
+                g.name(*id).starts_with("Module.")
                     && g.node(*id)
                         .precision
                         .is_some_and(|x| if pass { x.0 == 0.0 } else { x.0 == 1.0 })

@@ -96,7 +96,7 @@ fn unmatch_then_rematch_restores_the_result() {
     let npu = "Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0";
     let n = res.npu.graph.get(npu).unwrap();
     let partner = res.npu.graph.node(n).partner.unwrap();
-    let bench_name = res.bench.as_ref().unwrap().graph.node(partner).name.clone();
+    let bench_name = res.bench.as_ref().unwrap().graph.name(partner).to_string();
     {
         let bs = res.bench.as_mut().unwrap();
         unmatch(
@@ -128,9 +128,6 @@ fn recursive_manual_match_reaches_children() {
     let bench = "Module.module.model.layers.0.self_attn.Qwen2Attention.forward.0";
     let linked = apply(&mut res, npu, bench, true);
     assert!(linked.len() > 1, "children linked too: {linked:?}");
-    let linked_names: Vec<&str> = linked
-        .iter()
-        .map(|id| res.npu.graph.node(*id).name.as_str())
-        .collect();
+    let linked_names: Vec<&str> = linked.iter().map(|id| res.npu.graph.name(*id)).collect();
     assert!(linked_names.contains(&npu));
 }

@@ -166,9 +166,9 @@ fn a_dump_compared_with_itself_is_all_pass() {
             let reachable = g.pre_order();
             for id in &reachable {
                 let n = g.node(*id);
-                assert!(n.partner.is_some(), "{where_}: {} unmatched", n.name);
+                assert!(n.partner.is_some(), "{where_}: {} unmatched", g.name(*id));
                 if let Some(pr) = n.precision {
-                    assert_eq!(pr.0, 0.0, "{where_}: {} precision {}", n.name, pr.0);
+                    assert_eq!(pr.0, 0.0, "{where_}: {} precision {}", g.name(*id), pr.0);
                 }
             }
             let cmp = res.comparison.as_ref().unwrap();
@@ -182,7 +182,7 @@ fn a_dump_compared_with_itself_is_all_pass() {
                             assert!(
                                 is_zero_or_na(&res.npu.dump.store, &v),
                                 "{where_}: node {} item {item}: {} = {v:?}",
-                                g.node(node).name,
+                                g.name(node),
                                 res.npu.dump.store.key(key)
                             );
                         }
@@ -273,7 +273,7 @@ fn derived_rows_are_the_compared_rows() {
                     let z = derived.results_of(s1, node);
                     assert!(matches!(a, Some(std::borrow::Cow::Borrowed(_))), "{where_}");
                     assert!(matches!(z, Some(std::borrow::Cow::Owned(_))), "{where_}");
-                    assert_eq!(a, z, "{where_}: node {}", gn0.nodes[node as usize].name);
+                    assert_eq!(a, z, "{where_}: node {}", gn0.name(node));
                     checked += 1;
                 }
                 for (x, y) in gn0.nodes.iter().zip(&gn1.nodes) {
@@ -281,7 +281,7 @@ fn derived_rows_are_the_compared_rows() {
                         (x.precision, x.partner),
                         (y.precision, y.partner),
                         "{where_}: {}",
-                        x.name
+                        gn0.name_of(x)
                     );
                 }
             }

@@ -127,7 +127,7 @@ fn pairs(res: &PairResult) -> BTreeSet<(String, String)> {
         .filter_map(|id| {
             g.node(id)
                 .partner
-                .map(|p| (g.node(id).name.clone(), gb.node(p).name.clone()))
+                .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()
 }

@@ -86,12 +86,7 @@ fn names(res: &PairResult, pairs: &[(u32, u32)]) -> Vec<(String, String)> {
     let gb = &res.bench.as_ref().unwrap().graph;
     pairs
         .iter()
-        .map(|(u, v)| {
-            (
-                res.npu.graph.node(*u).name.clone(),
-                gb.node(*v).name.clone(),
-            )
-        })
+        .map(|(u, v)| (res.npu.graph.name(*u).to_string(), gb.name(*v).to_string()))
         .collect()
 }
 
@@ -103,7 +98,7 @@ fn matched(res: &PairResult) -> BTreeMap<String, String> {
         .filter_map(|id| {
             g.node(id)
                 .partner
-                .map(|p| (g.node(id).name.clone(), gb.node(p).name.clone()))
+                .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()
 }

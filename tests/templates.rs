@@ -49,7 +49,7 @@ fn pairs(tp: &str, gp: &str, lm: LayerMapping) -> BTreeSet<(String, String)> {
         .filter_map(|id| {
             g.node(id)
                 .partner
-                .map(|p| (g.node(id).name.clone(), gb.node(p).name.clone()))
+                .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()
 }

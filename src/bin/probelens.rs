@@ -1305,14 +1305,14 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
         let mut last = None;
         for s in &sug {
             if last != Some(s.npu) {
-                let _ = writeln!(out, "  {}", gn.node(s.npu).name);
+                let _ = writeln!(out, "  {}", gn.name(s.npu));
                 last = Some(s.npu);
             }
             let _ = writeln!(
                 out,
                 "    {:.3}  {}  ({})",
                 s.score,
-                gb.node(s.bench).name,
+                gb.name(s.bench),
                 s.reason
             );
         }
@@ -1325,8 +1325,8 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
                 .iter()
                 .map(|(u, v)| {
                     (
-                        res.npu.graph.node(*u).name.clone(),
-                        bs.graph.node(*v).name.clone(),
+                        res.npu.graph.name(*u).to_string(),
+                        bs.graph.name(*v).to_string(),
                     )
                 })
                 .collect();
