@@ -421,7 +421,7 @@ fn halves<T: Send, R: Send>(
 }
 
 /// A key column's value kept for sorting: texts live in the store's arena.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Key {
     Null,
     Int(i64),
@@ -496,20 +496,64 @@ impl Ints {
     }
 }
 
-/// One kept column: integers or text offsets as plain numbers while the column holds only those
-/// ([`Ints`], 8 bytes a row for texts), [`Key`]s once it mixes kinds.
+/// One kept column: integers or texts (and NULLs) as plain numbers while the column holds only
+/// those ([`Ints`]; [`Texts32`], 4 bytes a row), [`Key`]s (16 bytes) once it mixes kinds.
 #[derive(Clone)]
 enum Col {
     Ints(Ints),
-    Texts(Vec<u64>),
+    Texts(Texts32),
     Any(Vec<Key>),
+}
+
+/// A text column's rows, each a text's offset in the column's [`TextArena`] in 32 bits (its chunk
+/// in the high 12, its place in the chunk in the low 20) or NULL. `matched_node_link` and
+/// `up_node` have NULLs; as [`Key`]s they were 16 bytes a row (~10 MB of the scale pair's keys).
+/// A text past 4,096 chunks (4 GiB) or 2^20 into its chunk makes the column [`Col::Any`].
+#[derive(Clone, Default)]
+struct Texts32(Vec<u32>);
+
+impl Texts32 {
+    const NULL: u32 = u32::MAX;
+    /// A [`TextArena`] offset in 32 bits, if it fits (`NULL` is never one: its chunk would be
+    /// 4,095 and its place 2^20 - 1, the last byte of a full chunk, where no text starts).
+    fn pack(off: u64) -> Option<u32> {
+        let (chunk, pos) = (off >> 32, off & 0xffff_ffff);
+        (chunk < 1 << 12 && pos < (1 << 20) - 1).then_some(((chunk << 20) | pos) as u32)
+    }
+    fn unpack(v: u32) -> u64 {
+        (u64::from(v >> 20) << 32) | u64::from(v & 0xf_ffff)
+    }
+    fn key(v: u32) -> Key {
+        match v {
+            Self::NULL => Key::Null,
+            v => Key::Text(Self::unpack(v)),
+        }
+    }
+    /// `k` in 32 bits, if a NULL or a text that packs.
+    fn pack_key(k: Key) -> Option<u32> {
+        match k {
+            Key::Null => Some(Self::NULL),
+            Key::Text(o) => Self::pack(o),
+            _ => None,
+        }
+    }
+    /// Appends `k` if [`Texts32::pack_key`] packs it.
+    fn push(&mut self, k: Key) -> bool {
+        match Self::pack_key(k) {
+            Some(v) => {
+                self.0.push(v);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Col {
     fn len(&self) -> usize {
         match self {
             Col::Ints(v) => v.len(),
-            Col::Texts(v) => v.len(),
+            Col::Texts(v) => v.0.len(),
             Col::Any(v) => v.len(),
         }
     }
@@ -517,44 +561,53 @@ impl Col {
         match self {
             Col::Ints(v) if v.is_empty() => {}
             Col::Ints(v) => v.reserve_exact(n),
-            Col::Texts(v) => v.reserve_exact(n),
+            Col::Texts(v) => v.0.reserve_exact(n),
             Col::Any(v) => v.reserve_exact(n),
         }
     }
     fn get(&self, row: usize) -> Key {
         match self {
             Col::Ints(v) => Key::Int(v.get(row)),
-            Col::Texts(v) => Key::Text(v[row]),
+            Col::Texts(v) => Texts32::key(v.0[row]),
             Col::Any(v) => v[row],
         }
     }
     /// Appends `k`; a new vector starts with room for `hint` rows.
     fn push(&mut self, k: Key, hint: usize) {
-        match (&mut *self, k) {
-            (Col::Ints(v), Key::Int(x)) => v.push(x),
-            (Col::Texts(v), Key::Text(o)) => v.push(o),
-            (Col::Any(v), k) => v.push(k),
-            (c, k) => {
-                let n = c.len();
-                let cap = hint.max(n + 1);
-                *c = match (n, k) {
-                    (0, Key::Text(o)) => {
-                        let mut v = Vec::with_capacity(cap);
-                        v.push(o);
-                        Col::Texts(v)
-                    }
-                    (0, Key::Int(x)) => {
-                        let mut v = Ints::I8(Vec::with_capacity(cap));
-                        v.push(x);
-                        Col::Ints(v)
-                    }
-                    _ => {
-                        let mut all: Vec<Key> = Vec::with_capacity(cap);
-                        all.extend((0..n).map(|i| c.get(i)));
-                        all.push(k);
-                        Col::Any(all)
-                    }
-                }
+        let done = match (&mut *self, k) {
+            (Col::Ints(v), Key::Int(x)) => {
+                v.push(x);
+                true
+            }
+            (Col::Texts(v), k) => v.push(k),
+            (Col::Any(v), k) => {
+                v.push(k);
+                true
+            }
+            _ => false,
+        };
+        if done {
+            return;
+        }
+        let n = self.len();
+        let cap = hint.max(n + 1);
+        let mut texts = Texts32::default();
+        *self = match (n, k) {
+            (0, Key::Text(_) | Key::Null) if Texts32::pack_key(k).is_some() => {
+                texts.0.reserve_exact(cap);
+                texts.push(k);
+                Col::Texts(texts)
+            }
+            (0, Key::Int(x)) => {
+                let mut v = Ints::I8(Vec::with_capacity(cap));
+                v.push(x);
+                Col::Ints(v)
+            }
+            _ => {
+                let mut all: Vec<Key> = Vec::with_capacity(cap);
+                all.extend((0..n).map(|i| self.get(i)));
+                all.push(k);
+                Col::Any(all)
             }
         }
     }
@@ -867,7 +920,7 @@ impl Column {
     fn has_text(&self) -> bool {
         match &self.col {
             Col::Ints(_) => false,
-            Col::Texts(v) => !v.is_empty(),
+            Col::Texts(v) => v.0.iter().any(|&x| x != Texts32::NULL),
             Col::Any(v) => v.iter().any(|k| matches!(k, Key::Text(_))),
         }
     }
@@ -1448,8 +1501,6 @@ struct Ranks {
 /// The values of a column's ranks, in rank order.
 enum ByRank {
     Ints(Vec<i64>),
-    /// Each rank's text: its offset in the column's text buffer.
-    Texts(Vec<u64>, Column),
     /// Mixed kinds: the keys, with the column holding their texts.
     Any(Vec<Key>, Column),
 }
@@ -1459,7 +1510,6 @@ impl Ranks {
         let r = rank as usize;
         match &self.by_rank {
             ByRank::Ints(v) => Raw::Int(v[r]),
-            ByRank::Texts(offs, column) => Raw::Text(column.text_at(offs[r])),
             ByRank::Any(keys, column) => column.raw(keys[r]),
         }
     }
@@ -1497,15 +1547,26 @@ fn column_ranks(column: Column) -> Ranks {
             ByRank::Ints(values)
         }
         Col::Texts(offs) => {
-            let text = |row: u32| column.text_at(offs[row as usize]);
-            let order = sort_texts(n, &text);
+            let off = |row: u32| offs.0[row as usize];
+            // NULLs first, then the texts (the radix sort): SQLite's order.
+            let (mut order, texts): (Vec<u32>, Vec<u32>) =
+                (0..n as u32).partition(|&r| off(r) == Texts32::NULL);
+            let text = |i: u32| column.text_at(Texts32::unpack(off(texts[i as usize])));
+            let sorted = sort_texts(texts.len(), &text);
+            order.extend(sorted.into_iter().map(|i| texts[i as usize]));
+            drop(texts);
+            let same = |a: u32, b: u32| {
+                let (x, y) = (off(a), off(b));
+                x == y
+                    || (x != Texts32::NULL
+                        && y != Texts32::NULL
+                        && column.text_at(Texts32::unpack(x)) == column.text_at(Texts32::unpack(y)))
+            };
             let mut firsts = Vec::new();
-            assign(
-                &order,
-                &|a, b| offs[a as usize] == offs[b as usize] || text(a) == text(b),
-                &mut |row| firsts.push(offs[row as usize]),
-            );
-            ByRank::Texts(firsts, Column::new(0))
+            assign(&order, &same, &mut |row| {
+                firsts.push(Texts32::key(off(row)))
+            });
+            ByRank::Any(firsts, Column::new(0))
         }
         Col::Any(keys) => {
             let key = |r: u32| keys[r as usize];
@@ -1532,7 +1593,6 @@ fn column_ranks(column: Column) -> Ranks {
     // The ranks' texts stay in the column's buffer; its per-row values can go.
     let by_rank = match by_rank {
         ByRank::Any(values, _) => ByRank::Any(values, column.without_rows()),
-        ByRank::Texts(offs, _) => ByRank::Texts(offs, column.without_rows()),
         other => other,
     };
     Ranks {
@@ -2369,6 +2429,45 @@ mod tests {
 
     /// Integer key columns start a byte wide and widen (to four, then eight bytes) as values
     /// need; every value reads back and the indexes sort them as SQLite does.
+    /// Text offsets in 32 bits: exact for every chunk and place that packs, NULL apart; a column
+    /// given an offset that does not pack keeps its rows as [`Key`]s, values unchanged.
+    #[test]
+    fn text_keys_pack() {
+        for off in [
+            0u64,
+            1,
+            4,
+            (1 << 20) - 2,
+            1 << 32,
+            (7 << 32) | 12_345,
+            (4095 << 32) | 999_999,
+        ] {
+            let v = Texts32::pack(off).unwrap();
+            assert_ne!(v, Texts32::NULL);
+            assert_eq!(Texts32::unpack(v), off);
+        }
+        for off in [
+            (4095 << 32) | ((1 << 20) - 1),
+            4096 << 32,
+            1 << 20,
+            (3 << 32) | (1 << 21),
+        ] {
+            assert_eq!(Texts32::pack(off), None, "{off:#x}");
+        }
+        let keys = [Key::Null, Key::Text(5 << 32 | 40), Key::Null, Key::Text(77)];
+        let mut c = Col::Ints(Ints::I8(Vec::new()));
+        for k in keys {
+            c.push(k, 0);
+        }
+        assert!(matches!(c, Col::Texts(_)));
+        let big = Key::Text(9000 << 32);
+        c.push(big, 0);
+        assert!(matches!(c, Col::Any(_)));
+        let got: Vec<Key> = (0..c.len()).map(|i| c.get(i)).collect();
+        let want: Vec<Key> = keys.iter().copied().chain([big]).collect();
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    }
+
     #[test]
     fn integer_keys_widen() {
         let mut v = Ints::I8(Vec::new());
