@@ -112,51 +112,115 @@ fn overflow_code(o: Option<OverflowLevel>) -> u8 {
 /// holding a `\0` is not escaped (the page splits the names on it, as it split the joined JSON
 /// names before).
 pub fn graph_columns(g: &Graph, order: &Order, other: Option<&Order>) -> Vec<u8> {
+    let mut out = vec![0u8; columns_len(g, order)];
+    write_columns(g, order, other, &mut |at, bytes| {
+        out[at..at + bytes.len()].copy_from_slice(bytes)
+    });
+    out
+}
+
+/// The length of the [`graph_columns`] buffer of `order`.
+pub fn columns_len(g: &Graph, order: &Order) -> usize {
+    let n = order.ids.len();
+    let names_len =
+        order.ids.iter().map(|&id| g.name(id).len()).sum::<usize>() + n.saturating_sub(1);
+    columns_head() + 26 * n + names_len
+}
+
+/// The header's length (magic, version, node count, the overflow levels; 8-byte aligned).
+fn columns_head() -> usize {
+    (16 + overflow_levels().len()).div_ceil(8) * 8
+}
+
+fn overflow_levels() -> String {
+    COLUMNS_OVERFLOW.map(OverflowLevel::as_str).join("\0")
+}
+
+/// Bytes of a [`graph_columns`] buffer handed on in pieces of about [`Pieces::SIZE`].
+struct Pieces<'a> {
+    at: usize,
+    buf: Vec<u8>,
+    put: &'a mut dyn FnMut(usize, &[u8]),
+}
+
+impl Pieces<'_> {
+    const SIZE: usize = 1 << 16;
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= Self::SIZE {
+            self.flush();
+        }
+    }
+    fn flush(&mut self) {
+        if !self.buf.is_empty() {
+            (self.put)(self.at, &self.buf);
+            self.at += self.buf.len();
+            self.buf.clear();
+        }
+    }
+}
+
+/// [`graph_columns`] without the buffer: `put(offset, bytes)` gets each of its
+/// [`columns_len`] bytes once, in order, in pieces of about 64 KiB (the page writes them
+/// straight into a JS array, so the whole buffer never sits in the wasm memory).
+pub fn write_columns(
+    g: &Graph,
+    order: &Order,
+    other: Option<&Order>,
+    put: &mut dyn FnMut(usize, &[u8]),
+) {
     let n = order.ids.len();
     let nodes = || order.ids.iter().map(|&id| g.node(id));
-    let levels = COLUMNS_OVERFLOW.map(OverflowLevel::as_str).join("\0");
-    let head = (16 + levels.len()).div_ceil(8) * 8;
-    let names_len = nodes().map(|x| g.name_of(x).len()).sum::<usize>() + n.saturating_sub(1);
-    // Every section is sized here and filled below in one pass over the nodes.
-    let mut out = vec![0u8; head + 26 * n + names_len];
-    let (header, body) = out.split_at_mut(head);
-    let (precision, body) = body.split_at_mut(8 * n);
-    let (parent, body) = body.split_at_mut(4 * n);
-    let (matched, body) = body.split_at_mut(4 * n);
-    let (micro_step, body) = body.split_at_mut(4 * n);
-    let (subtree_end, body) = body.split_at_mut(4 * n);
-    let (node_type, body) = body.split_at_mut(n);
-    let (overflow, names) = body.split_at_mut(n);
+    let levels = overflow_levels();
+    let mut header = vec![0u8; columns_head()];
     header[0..4].copy_from_slice(&COLUMNS_MAGIC);
     header[4..8].copy_from_slice(&COLUMNS_VERSION.to_le_bytes());
     // Node ids are u32, so is a pre-order's length.
     header[8..12].copy_from_slice(&(n as u32).to_le_bytes());
     header[12..16].copy_from_slice(&(levels.len() as u32).to_le_bytes());
     header[16..16 + levels.len()].copy_from_slice(levels.as_bytes());
+    let mut out = Pieces {
+        at: 0,
+        buf: Vec::with_capacity(Pieces::SIZE + 64),
+        put,
+    };
+    out.bytes(&header);
     let index = |o: &Order, id: Option<NodeId>| -> i32 {
         id.and_then(|id| o.index_of.get(id as usize).copied())
             .unwrap_or(-1) as i32
     };
-    let mut name_at = 0;
-    for (i, (x, end)) in nodes().zip(subtree_ends(g, order)).enumerate() {
+    // The sections in turn, each a pass over the nodes.
+    for x in nodes() {
         let p = x.precision.map(|p| p.0).filter(|p| p.is_finite());
-        precision[8 * i..8 * i + 8].copy_from_slice(&p.unwrap_or(f64::NAN).to_le_bytes());
-        let at = 4 * i..4 * i + 4;
-        parent[at.clone()].copy_from_slice(&index(order, x.parent).to_le_bytes());
-        let m = other.map_or(-1, |o| index(o, x.partner));
-        matched[at.clone()].copy_from_slice(&m.to_le_bytes());
-        let ms = x.micro_step.unwrap_or(0) as i32;
-        micro_step[at.clone()].copy_from_slice(&ms.to_le_bytes());
-        subtree_end[at].copy_from_slice(&(end as i32).to_le_bytes());
-        node_type[i] = x.op.value();
-        overflow[i] = overflow_code(x.overflow);
-        // The separator before every name but the first is the zero already there.
-        name_at += usize::from(i > 0);
-        let name = g.name_of(x).as_bytes();
-        names[name_at..name_at + name.len()].copy_from_slice(name);
-        name_at += name.len();
+        out.bytes(&p.unwrap_or(f64::NAN).to_le_bytes());
     }
-    out
+    for x in nodes() {
+        out.bytes(&index(order, x.parent).to_le_bytes());
+    }
+    for x in nodes() {
+        let m = other.map_or(-1, |o| index(o, x.partner));
+        out.bytes(&m.to_le_bytes());
+    }
+    for x in nodes() {
+        out.bytes(&(x.micro_step.unwrap_or(0) as i32).to_le_bytes());
+    }
+    for end in subtree_ends(g, order) {
+        out.bytes(&(end as i32).to_le_bytes());
+    }
+    for x in nodes() {
+        out.bytes(&[x.op.value()]);
+    }
+    for x in nodes() {
+        out.bytes(&[overflow_code(x.overflow)]);
+    }
+    // Names, a zero between two.
+    for (i, &id) in order.ids.iter().enumerate() {
+        if i > 0 {
+            out.bytes(&[0]);
+        }
+        out.bytes(g.name(id).as_bytes());
+    }
+    out.flush();
 }
 
 /// The pre-orders of a result's graphs (kept to resolve node indices later).

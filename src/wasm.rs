@@ -1377,24 +1377,35 @@ impl Session {
     /// The graph columns of one side (`"npu"`/`"bench"`) of the last result, in one
     /// little-endian buffer (`view::graph_columns`: the layout; the `run` answer has only
     /// `{"nodes": n}` per side). The current state: manual matches since the run are in it.
-    pub fn columns(&mut self, side: &str) -> std::result::Result<Vec<u8>, JsValue> {
+    /// Written straight into a JS array in pieces (`view::write_columns`): a buffer of the whole
+    /// in the wasm memory grew it by 16 MB on the 80-layer pair, past the run's own peak.
+    pub fn columns(&mut self, side: &str) -> std::result::Result<js_sys::Uint8Array, JsValue> {
         self.resume()?;
         let last = self
             .last
             .as_ref()
             .ok_or_else(|| js_err("nothing has been run yet"))?;
-        match side {
-            "npu" => Ok(view::graph_columns(
+        let (g, order, other) = match side {
+            "npu" => (
                 &last.res.npu.graph,
                 &last.npu_order,
                 last.bench_order.as_ref(),
-            )),
+            ),
             "bench" => match (&last.res.bench, &last.bench_order) {
-                (Some(b), Some(o)) => Ok(view::graph_columns(&b.graph, o, Some(&last.npu_order))),
-                _ => Err(js_err("no bench graph in this result")),
+                (Some(b), Some(o)) => (&b.graph, o, Some(&last.npu_order)),
+                _ => return Err(js_err("no bench graph in this result")),
             },
-            other => Err(unknown_side(other)),
-        }
+            other => return Err(unknown_side(other)),
+        };
+        let len = u32::try_from(view::columns_len(g, order))
+            .map_err(|_| js_err("the graph's columns pass 4 GiB"))?;
+        let out = js_sys::Uint8Array::new_with_length(len);
+        view::write_columns(g, order, other, &mut |at, bytes| {
+            // Within `len` (write_columns writes exactly columns_len bytes).
+            out.subarray(at as u32, (at + bytes.len()) as u32)
+                .copy_from(bytes)
+        });
+        Ok(out)
     }
 
     /// Details of the node at pre-order `index` of a side, as JSON.

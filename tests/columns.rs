@@ -12,7 +12,7 @@ use common::DiskFiles;
 use probelens::graph::{Graph, NodeId};
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, PairResult, RunOptions};
-use probelens::view::{graph_columns, orders, Order, COLUMNS_OVERFLOW};
+use probelens::view::{columns_len, graph_columns, orders, write_columns, Order, COLUMNS_OVERFLOW};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -151,4 +151,44 @@ fn graph_columns_of_a_build() {
     let seen = check(&res.npu.graph, &on, None);
     assert_eq!((seen[1], seen[3]), (0, 0));
     assert_eq!(seen[0], on.ids.len());
+}
+
+/// The page's columns are written into a JS array in pieces (`write_columns`): the pieces cover
+/// the buffer's `columns_len` bytes once each, in order, none much over 64 KiB, and hold the bytes
+/// `graph_columns` gives.
+#[test]
+fn columns_are_written_in_order_in_pieces() {
+    let mut res = pair(true);
+    // Long names (~2 kB each), for the fixture's graphs to take many pieces.
+    for g in [&mut res.npu.graph, &mut res.bench.as_mut().unwrap().graph] {
+        for id in 0..g.nodes.len() as u32 {
+            let long = format!("{}.{}", g.name(id), "x".repeat(2000));
+            g.set_name(id, &long);
+        }
+    }
+    let (on, ob) = orders(&res);
+    let ob = ob.unwrap();
+    let bench = &res.bench.as_ref().unwrap().graph;
+    for (g, order, other) in [(&res.npu.graph, &on, Some(&ob)), (bench, &ob, Some(&on))] {
+        let len = columns_len(g, order);
+        let mut got = Vec::new();
+        let mut pieces = 0;
+        write_columns(g, order, other, &mut |at, bytes| {
+            assert_eq!(
+                at,
+                got.len(),
+                "piece {pieces} starts where the one before ended"
+            );
+            assert!(
+                !bytes.is_empty() && bytes.len() <= (1 << 16) + 4096,
+                "piece {pieces}: {} bytes",
+                bytes.len()
+            );
+            got.extend_from_slice(bytes);
+            pieces += 1;
+        });
+        assert_eq!(got.len(), len);
+        assert!(pieces > 10, "{len} bytes in {pieces} piece(s)");
+        assert_eq!(got, graph_columns(g, order, other));
+    }
 }

@@ -111,8 +111,10 @@ fn answer(s: &mut Session, opts: &str) -> serde_json::Value {
     r
 }
 
-/// A `columns` buffer as JSON columns (the layout of `view::graph_columns`).
-fn columns_json(b: &[u8]) -> serde_json::Value {
+/// A `columns` array as JSON columns (the layout of `view::graph_columns`; the core writes the
+/// array in pieces, `view::write_columns`, whose coverage tests/columns.rs checks).
+fn columns_json(a: &js_sys::Uint8Array) -> serde_json::Value {
+    let b = &a.to_vec()[..];
     assert_eq!(&b[0..4], b"PLGC");
     assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), 1);
     let d = decode(b);
