@@ -224,6 +224,17 @@ impl Output for std::sync::Mutex<Vec<u8>> {
 }
 
 /// The output and its page allocator (shared by the threads that write indexes).
+/// Where a writer puts the index keys' texts while the rows are written (the host's temporary
+/// file; [`Writer::set_spill`]): each full 1 MiB chunk of a column whose texts do not repeat is
+/// appended and dropped from memory, and all are read back once, before the indexes are sorted
+/// (by then the CLI has freed its result). The keys were ~30 MB of the scale pair's peak.
+pub trait Spill: Send {
+    /// Appends `bytes`; returns where they start.
+    fn append(&mut self, bytes: &[u8]) -> io::Result<u64>;
+    /// Fills `buf` with the bytes at `at`.
+    fn read_at(&mut self, at: u64, buf: &mut [u8]) -> io::Result<()>;
+}
+
 struct Pages<O: Output> {
     out: O,
     /// The next page number to allocate.
@@ -774,11 +785,15 @@ impl Ord for Txt<'_> {
 #[derive(Default)]
 struct TextArena {
     chunks: Vec<Vec<u8>>,
+    /// Chunks handed to a [`Spill`] (emptied in `chunks`): number, where, how many bytes.
+    spilled: Vec<(usize, u64, usize)>,
     bytes: usize,
     /// The last chunk's anchor: where its bytes are, and how many.
     anchor: Option<(usize, usize)>,
     /// The text stored last, and how many bytes it shares with the anchor.
     last: Option<(u64, usize)>,
+    /// The text stored last, whole (its chunk may be spilled).
+    last_text: Vec<u8>,
 }
 
 impl TextArena {
@@ -797,7 +812,8 @@ impl TextArena {
     fn len(&self) -> usize {
         self.bytes
     }
-    fn push(&mut self, t: &[u8]) -> io::Result<u64> {
+    /// Stores `t`; with `spill`, a chunk that fills up goes there (see [`Spill`]).
+    fn push(&mut self, t: &[u8], spill: Option<&mut (dyn Spill + 'static)>) -> io::Result<u64> {
         if t.len() >= 1 << 31 {
             return Err(invalid(format!("an indexed text of {} bytes", t.len())));
         }
@@ -811,6 +827,12 @@ impl TextArena {
             if !room {
                 if u32::try_from(self.chunks.len()).map_or(true, |n| n == u32::MAX) {
                     return Err(invalid("too many indexed texts".to_string()));
+                }
+                let no = self.chunks.len().wrapping_sub(1);
+                if let (Some(sp), Some(full)) = (spill, self.chunks.last_mut()) {
+                    let at = sp.append(full)?;
+                    self.spilled.push((no, at, full.len()));
+                    *full = Vec::new();
                 }
                 self.chunks.push(Vec::with_capacity(need.max(Self::CHUNK)));
             }
@@ -838,17 +860,35 @@ impl TextArena {
         self.bytes += c.len() - pos;
         let off = ((chunk_no as u64) << 32) | pos as u64;
         self.last = Some((off, shared));
+        self.last_text.clear();
+        self.last_text.extend_from_slice(t);
         Ok(off)
+    }
+
+    /// Whether the text at `off` is `t`, when `off` is the text stored last (read from its
+    /// copy: its chunk may be spilled); None for another offset.
+    fn last_is(&self, off: u64, t: &[u8]) -> Option<bool> {
+        (self.last.map(|l| l.0) == Some(off)).then(|| self.last_text == t)
+    }
+
+    /// Reads the spilled chunks back.
+    fn unspill(&mut self, spill: &mut dyn Spill) -> io::Result<()> {
+        for (no, at, len) in std::mem::take(&mut self.spilled) {
+            let mut buf = vec![0u8; len];
+            spill.read_at(at, &mut buf)?;
+            self.chunks[no] = buf;
+        }
+        Ok(())
     }
     /// How `t` is front-coded, if it is: the prefix it shares with the anchor, the part of it
     /// kept as a prefix, and the distance back to the anchor from where `t` goes.
     fn front(&self, t: &[u8]) -> Option<(usize, usize, usize)> {
         let (a, alen) = self.anchor?;
-        let (last, last_shares) = self.last?;
+        let (_, last_shares) = self.last?;
         let c = self.chunks.last()?;
         // What `t` shares with the text before, then with the anchor (the text before shares
         // `last_shares` bytes with it): one pass over `t`.
-        let before = mismatch_txt(self.get(last), Txt::whole(t));
+        let before = mismatch(&self.last_text, t);
         let p = match before.cmp(&last_shares) {
             Ordering::Less => before,
             Ordering::Greater => last_shares,
@@ -928,9 +968,22 @@ impl Column {
         self.text.get(off)
     }
     /// The offset of text `t`, stored now unless it is a known repeat.
-    fn intern(&mut self, t: &[u8], hasher: &foldhash::fast::RandomState) -> io::Result<u64> {
-        if let Some(o) = self.dedup.last.filter(|&o| self.text_at(o).is(t)) {
-            return Ok(o);
+    /// With `spill`, full chunks go there once this column no longer looks up repeats by hash
+    /// (its texts are then only compared with the last one, which is kept whole).
+    fn intern(
+        &mut self,
+        t: &[u8],
+        hasher: &foldhash::fast::RandomState,
+        spill: Option<&mut (dyn Spill + 'static)>,
+    ) -> io::Result<u64> {
+        if let Some(o) = self.dedup.last {
+            let same = match self.text.last_is(o, t) {
+                Some(same) => same,
+                None => self.text_at(o).is(t),
+            };
+            if same {
+                return Ok(o);
+            }
         }
         let h = std::hash::BuildHasher::hash_one(hasher, t);
         if let Some(seen) = &self.dedup.seen {
@@ -940,7 +993,8 @@ impl Column {
                 return Ok(o);
             }
         }
-        let off = self.text.push(t)?;
+        let spill = spill.filter(|_| self.dedup.seen.is_none());
+        let off = self.text.push(t, spill)?;
         let d = &mut self.dedup;
         d.last = Some(off);
         d.misses += 1;
@@ -1011,7 +1065,11 @@ impl KeyStore {
         }
     }
     /// Keeps a row's keys; returns about how many bytes that took.
-    fn push(&mut self, row: &[Value]) -> io::Result<usize> {
+    fn push(
+        &mut self,
+        row: &[Value],
+        mut spill: Option<&mut (dyn Spill + 'static)>,
+    ) -> io::Result<usize> {
         let mut bytes = 0;
         for (c, column) in self.cols.iter().zip(&mut self.columns) {
             let before = column.text.len();
@@ -1019,7 +1077,9 @@ impl KeyStore {
                 Value::Null => Key::Null,
                 Value::Int(v) => Key::Int(v),
                 Value::Real(v) => Key::Real(v),
-                Value::Text(t) => Key::Text(column.intern(t.as_bytes(), &self.hasher)?),
+                Value::Text(t) => {
+                    Key::Text(column.intern(t.as_bytes(), &self.hasher, spill.as_deref_mut())?)
+                }
             };
             column.push(k);
             bytes += 8 + column.text.len() - before;
@@ -1086,6 +1146,8 @@ pub struct Writer<O: Output> {
     key_bytes: usize,
     /// Over the budget: the keys are dropped and the indexes written empty.
     deferred: bool,
+    /// Where full chunks of the keys' texts wait for the index phase ([`Writer::set_spill`]).
+    spill: Option<Box<dyn Spill>>,
 }
 
 impl<O: Output> Writer<O> {
@@ -1148,6 +1210,7 @@ impl<O: Output> Writer<O> {
             key_budget: usize::MAX,
             key_bytes: 0,
             deferred: false,
+            spill: None,
         })
     }
 
@@ -1159,6 +1222,12 @@ impl<O: Output> Writer<O> {
     pub fn set_key_budget(&mut self, bytes: usize) {
         self.key_budget = bytes;
         self.check_budget();
+    }
+
+    /// Keeps the index keys' texts in `spill` while the rows are written, in memory only when the
+    /// indexes are sorted ([`Spill`]). The file written is the same.
+    pub fn set_spill(&mut self, spill: Box<dyn Spill>) {
+        self.spill = Some(spill);
     }
 
     /// Says that about `rows` more rows are coming to `table`, for the kept index keys to be
@@ -1212,7 +1281,7 @@ impl<O: Output> Writer<O> {
         t.rows += 1;
         let rowid = t.rows;
         if !self.deferred {
-            self.key_bytes += t.keys.push(row)?;
+            self.key_bytes += t.keys.push(row, self.spill.as_deref_mut())?;
         }
         encode_record(row, &mut self.record);
         self.cell.clear();
@@ -1284,6 +1353,14 @@ impl<O: Output> Writer<O> {
             }
             jobs.clear();
         }
+        if let Some(sp) = self.spill.as_deref_mut() {
+            for t in &mut self.tables {
+                for c in &mut t.keys.columns {
+                    c.text.unspill(sp)?;
+                }
+            }
+        }
+        self.spill = None;
         for ti in 0..self.tables.len() {
             if jobs.iter().all(|j| j.0 != ti) {
                 continue;
@@ -1501,8 +1578,9 @@ struct Ranks {
 /// The values of a column's ranks, in rank order.
 enum ByRank {
     Ints(Vec<i64>),
-    /// Mixed kinds: the keys, with the column holding their texts.
-    Any(Vec<Key>, Column),
+    /// Texts or mixed kinds: the keys, with the column holding their texts (boxed: a column is
+    /// larger than the integers' vector).
+    Any(Vec<Key>, Box<Column>),
 }
 
 impl Ranks {
@@ -1566,7 +1644,7 @@ fn column_ranks(column: Column) -> Ranks {
             assign(&order, &same, &mut |row| {
                 firsts.push(Texts32::key(off(row)))
             });
-            ByRank::Any(firsts, Column::new(0))
+            ByRank::Any(firsts, Box::new(Column::new(0)))
         }
         Col::Any(keys) => {
             let key = |r: u32| keys[r as usize];
@@ -1587,12 +1665,12 @@ fn column_ranks(column: Column) -> Ranks {
                 &|a, b| column.cmp_keys(key(a), key(b)) == Ordering::Equal,
                 &mut |row| values.push(key(row)),
             );
-            ByRank::Any(values, Column::new(0))
+            ByRank::Any(values, Box::new(Column::new(0)))
         }
     };
     // The ranks' texts stay in the column's buffer; its per-row values can go.
     let by_rank = match by_rank {
-        ByRank::Any(values, _) => ByRank::Any(values, column.without_rows()),
+        ByRank::Any(values, _) => ByRank::Any(values, Box::new(column.without_rows())),
         other => other,
     };
     Ranks {
@@ -2055,7 +2133,7 @@ mod tests {
                 _ => rng.below(2000) as usize,
             };
             let t: Vec<u8> = (0..n).map(|j| (j * 31 + i) as u8).collect();
-            let off = a.push(&t).unwrap();
+            let off = a.push(&t, None).unwrap();
             kept.push((off, t));
         }
         assert!(a.chunks.len() > 3);
@@ -2106,7 +2184,7 @@ mod tests {
             let mut rng = Rng(seed * 7919);
             let texts = paths(&mut rng, 20_000);
             let mut a = TextArena::default();
-            let offs: Vec<u64> = texts.iter().map(|t| a.push(t).unwrap()).collect();
+            let offs: Vec<u64> = texts.iter().map(|t| a.push(t, None).unwrap()).collect();
             let mut front = 0;
             for (o, t) in offs.iter().zip(&texts) {
                 let got = a.get(*o);
@@ -2137,7 +2215,7 @@ mod tests {
             for i in 0..texts.len() {
                 let again = rng.below(i as u64 + 1) as usize;
                 for j in [i, i, again, rng.below(i as u64 + 1) as usize, again] {
-                    let o = c.intern(&texts[j], &hasher).unwrap();
+                    let o = c.intern(&texts[j], &hasher, None).unwrap();
                     assert!(c.text_at(o).is(&texts[j]));
                     assert_eq!(*first[j].get_or_insert(o), o, "text {j} stored twice");
                 }
@@ -2429,6 +2507,53 @@ mod tests {
 
     /// Integer key columns start a byte wide and widen (to four, then eight bytes) as values
     /// need; every value reads back and the indexes sort them as SQLite does.
+    /// A [`Spill`] in memory that counts what it was given.
+    struct MemSpill(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Spill for MemSpill {
+        fn append(&mut self, bytes: &[u8]) -> io::Result<u64> {
+            let mut v = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let at = v.len() as u64;
+            v.extend_from_slice(bytes);
+            Ok(at)
+        }
+        fn read_at(&mut self, at: u64, buf: &mut [u8]) -> io::Result<()> {
+            let v = self.0.lock().map_err(|_| io::Error::other("poisoned"))?;
+            let at = at as usize;
+            buf.copy_from_slice(&v[at..at + buf.len()]);
+            Ok(())
+        }
+    }
+
+    /// Keys spilled while the rows are written (columns past the repeat-lookup trial, chunks
+    /// of long texts) give the same file, byte for byte, as keys kept in memory; SQLite reads it.
+    #[test]
+    fn spilled_keys_give_the_same_file() {
+        let rows = rows(6000, 77, 40);
+        let file = |spill: Option<MemSpill>| -> Vec<u8> {
+            let (tables, indexes, _) = schema();
+            let mut w = Writer::new(std::sync::Mutex::new(Vec::new()), tables, indexes).unwrap();
+            if let Some(sp) = spill {
+                w.set_spill(Box::new(sp));
+            }
+            for r in &rows {
+                let vals: Vec<Value> = r.iter().map(as_value).collect();
+                w.insert(0, &vals).unwrap();
+            }
+            // One thread: two place the indexes' pages in a racing order.
+            w.finish_with(None).unwrap().into_inner().unwrap()
+        };
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let spilled = file(Some(MemSpill(kept.clone())));
+        let n = kept.lock().unwrap().len();
+        assert!(n > 4 << 20, "only {n} bytes spilled");
+        assert!(spilled == file(None), "the same bytes");
+        let path = temp("spill");
+        std::fs::write(&path, &spilled).unwrap();
+        check(&path, &rows, 0);
+        let _ = std::fs::remove_file(&path);
+    }
+
     /// Text offsets in 32 bits: exact for every chunk and place that packs, NULL apart; a column
     /// given an offset that does not pack keeps its rows as [`Key`]s, values unchanged.
     #[test]

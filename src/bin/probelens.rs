@@ -662,6 +662,10 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     // On an error below, the partial database goes away (after the connection closes: declared
     // first, dropped last). After the final rename there is nothing left to remove.
     let _part = PartFile(tmp_path.clone());
+    // The index keys' texts wait here while the rows are written (`FileSpill`).
+    let keys_path = db_path.with_extension("db.keys");
+    let _ = std::fs::remove_file(&keys_path);
+    let _keys_part = PartFile(keys_path.clone());
     // The file is written directly as SQLite pages (`probelens::sqlite_writer`): rows as they
     // come, indexes sorted and packed at the end. Inserting through SQLite cost ~4 s of the
     // scale pair's ~6.5 s; the content is the same (the fidelity tests read it back with SQLite).
@@ -669,6 +673,9 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let (tables, indexes) = visdb::schema();
     let mut db = Writer::new(DbFile(file), tables, indexes).map_err(|e| db_err(&db_path, e))?;
     db.set_key_budget(key_budget());
+    db.set_spill(Box::new(
+        FileSpill::create(&keys_path).map_err(|e| db_err(&keys_path, e))?,
+    ));
     let progress = Progress {
         bar: !a.no_progress && std::io::stderr().is_terminal(),
         log: a.progress_log,
@@ -679,7 +686,8 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     // (data_source, step) -> ranks -> distributed nodes
     let mut dist: DistBySource = Vec::new();
     // Rows are formatted on this thread and written by a writer thread.
-    let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<DbRow>>(16);
+    // At most 8 batches of 512 rows wait (~6 MB): the writer keeps up with the formatting.
+    let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<DbRow>>(8);
     let db = std::thread::scope(|scope| -> Result<DbWriter> {
         let writer = scope.spawn(move || write_rows(db, batches));
         let mut sink = ChanSink {
@@ -941,6 +949,44 @@ fn run_parallel_step(
 
 /// Removes a partially written file when dropped.
 struct PartFile(PathBuf);
+
+/// The index keys' texts while the rows are written (`sqlite_writer::Spill`): a file beside the
+/// database, in the page cache rather than in this process's memory (the keys were ~30 MB of the
+/// scale pair's ~210 MB peak), read back once for the index phase. Unlinked as soon as it is open
+/// where the system allows it (the open file stays usable); else `PartFile` removes it.
+struct FileSpill {
+    file: std::fs::File,
+    len: u64,
+}
+
+impl FileSpill {
+    fn create(path: &Path) -> std::io::Result<FileSpill> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        #[cfg(unix)]
+        let _ = std::fs::remove_file(path);
+        Ok(FileSpill { file, len: 0 })
+    }
+}
+
+impl probelens::sqlite_writer::Spill for FileSpill {
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<u64> {
+        use std::io::{Seek, SeekFrom, Write};
+        let at = self.len;
+        self.file.seek(SeekFrom::Start(at))?;
+        self.file.write_all(bytes)?;
+        self.len += bytes.len() as u64;
+        Ok(at)
+    }
+    fn read_at(&mut self, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        self.file.seek(SeekFrom::Start(at))?;
+        self.file.read_exact(buf)
+    }
+}
 
 impl Drop for PartFile {
     fn drop(&mut self) {
