@@ -19,7 +19,8 @@ pub struct Names {
     ends: Vec<u32>,
     /// Low 32 bits of each name's hash (probe filter and growth without rehashing text).
     hashes: Vec<u32>,
-    /// `id + 1` per slot, 0 for empty; a power of two long, at most half full.
+    /// `id + 1` per slot, 0 for empty; a power of two long, at most three quarters full (the
+    /// hashes spare most text comparisons).
     slots: Vec<u32>,
     hasher: foldhash::fast::RandomState,
 }
@@ -77,7 +78,7 @@ impl Names {
     /// The id of `s`, added if new. None when the buffer would pass 4 GiB (ids and offsets
     /// are 32-bit).
     pub fn intern(&mut self, s: &str) -> Option<NameId> {
-        if (self.ends.len() + 1) * 2 > self.slots.len() {
+        if (self.ends.len() + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
         let h = self.hash(s);
