@@ -19,10 +19,20 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-// mimalloc's `mi_option_set` (in the linked mimalloc; the crate exposes it only with its
-// `extended` feature).
+// mimalloc's `mi_option_set` and `mi_collect` (in the linked mimalloc; the crate exposes them
+// only with its `extended` feature).
 extern "C" {
     fn mi_option_set(option: std::os::raw::c_int, value: std::os::raw::c_long);
+    fn mi_collect(force: bool);
+}
+
+/// Hands the memory freed so far back to the system now, not after the purge delay: after a
+/// result is freed, before the next one or the index phase allocates. The freed result stayed
+/// resident beside the index keys read back: the scale pair's peak RSS with the db was 170 MB,
+/// 161 MB with this (medians of 6 alternating runs; the spread 159-177 became 159-163 MB).
+fn give_back_freed() {
+    // SAFETY: a plain call into the allocator this binary links; no pointers involved.
+    unsafe { mi_collect(true) }
 }
 /// `mi_option_purge_delay` and `mi_option_allow_thp` in mimalloc's `mi_option_e` (v3 header,
 /// the crate's default).
@@ -774,6 +784,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                     // The result is freed before the indexes are sorted, which then reuse its
                     // memory (the scale pair's peak: 245 -> 222 MB; the free takes ~10 ms).
                     drop(res);
+                    give_back_freed();
                 }
             }
             Ok(())
