@@ -376,7 +376,7 @@ fn bwd_to_fwd(s: &str) -> String {
 
 impl Graph {
     /// A graph of just its root, its names after `dump_names` (see [`GraphNames`]).
-    pub fn new(dump_names: Arc<Names>) -> Graph {
+    fn new(dump_names: Arc<Names>) -> Graph {
         let mut g = Graph {
             nodes: Vec::new(),
             names: GraphNames::new(dump_names),
