@@ -223,7 +223,6 @@ impl Output for std::sync::Mutex<Vec<u8>> {
     }
 }
 
-/// The output and its page allocator (shared by the threads that write indexes).
 /// Where a writer puts the index keys' texts while the rows are written (the host's temporary
 /// file; [`Writer::set_spill`]): each full 1 MiB chunk of a column whose texts do not repeat is
 /// appended and dropped from memory, and all are read back once, before the indexes are sorted
@@ -235,6 +234,7 @@ pub trait Spill: Send {
     fn read_at(&mut self, at: u64, buf: &mut [u8]) -> io::Result<()>;
 }
 
+/// The output and its page allocator (shared by the threads that write indexes).
 struct Pages<O: Output> {
     out: O,
     /// The next page number to allocate.
@@ -602,14 +602,13 @@ impl Col {
         }
         let n = self.len();
         let cap = hint.max(n + 1);
-        let mut texts = Texts32::default();
-        *self = match (n, k) {
-            (0, Key::Text(_) | Key::Null) if Texts32::pack_key(k).is_some() => {
-                texts.0.reserve_exact(cap);
-                texts.push(k);
-                Col::Texts(texts)
+        *self = match (n, k, Texts32::pack_key(k)) {
+            (0, _, Some(v)) => {
+                let mut texts = Vec::with_capacity(cap);
+                texts.push(v);
+                Col::Texts(Texts32(texts))
             }
-            (0, Key::Int(x)) => {
+            (0, Key::Int(x), _) => {
                 let mut v = Ints::I8(Vec::with_capacity(cap));
                 v.push(x);
                 Col::Ints(v)
@@ -1624,30 +1623,8 @@ fn column_ranks(column: Column) -> Ranks {
             );
             ByRank::Ints(values)
         }
-        Col::Texts(offs) => {
-            let off = |row: u32| offs.0[row as usize];
-            // NULLs first, then the texts (the radix sort): SQLite's order.
-            let (mut order, texts): (Vec<u32>, Vec<u32>) =
-                (0..n as u32).partition(|&r| off(r) == Texts32::NULL);
-            let text = |i: u32| column.text_at(Texts32::unpack(off(texts[i as usize])));
-            let sorted = sort_texts(texts.len(), &text);
-            order.extend(sorted.into_iter().map(|i| texts[i as usize]));
-            drop(texts);
-            let same = |a: u32, b: u32| {
-                let (x, y) = (off(a), off(b));
-                x == y
-                    || (x != Texts32::NULL
-                        && y != Texts32::NULL
-                        && column.text_at(Texts32::unpack(x)) == column.text_at(Texts32::unpack(y)))
-            };
-            let mut firsts = Vec::new();
-            assign(&order, &same, &mut |row| {
-                firsts.push(Texts32::key(off(row)))
-            });
-            ByRank::Any(firsts, Box::new(Column::new(0)))
-        }
-        Col::Any(keys) => {
-            let key = |r: u32| keys[r as usize];
+        Col::Texts(_) | Col::Any(_) => {
+            let key = |r: u32| column.col.get(r as usize);
             // NULLs, then numbers (compared), then texts (the radix sort): SQLite's order.
             // A text column with NULLs (`up_node`, `matched_node_link`) is mostly texts.
             let (mut order, texts): (Vec<u32>, Vec<u32>) =
