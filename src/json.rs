@@ -28,9 +28,11 @@ pub enum Val {
         start: u32,
         len: u32,
     },
-    /// An object: its values at `vals[start..]`, its keys the key list `shape` of the store
-    /// (objects with the same keys in the same order, such as every tensor of a dump, share one
-    /// list, so a member costs a 16-byte value and no key).
+    /// An object: its layout `shape` in the store (its keys, and for an object whose small
+    /// members repeat, their values), its own values at `vals[start..]`. Objects with the same
+    /// keys in the same order, such as every tensor of a dump, share one key list, so a member
+    /// costs a value and no key; the tensors with the same type, dtype, shape, requires_grad and
+    /// missing statistics share those values too, and keep only their numbers.
     Obj {
         start: u32,
         shape: u32,
@@ -54,7 +56,7 @@ pub struct KeyId(pub u32);
 /// ±2^47, a string, list or shape number of 2^16 or more in its second field, a float whose bits
 /// fall among the tags) is kept whole in `Store::wide` and the word holds its index there.
 /// A dump is mostly tensors of 11 values: half the memory of the 16-byte enum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Packed(u64);
 
 const T_MISC: u64 = 0xFFF9;
@@ -63,6 +65,8 @@ const T_STR: u64 = 0xFFFB;
 const T_LIST: u64 = 0xFFFC;
 const T_OBJ: u64 = 0xFFFD;
 const T_WIDE: u64 = 0xFFFE;
+/// Only in a layout's template: the object's own value number `payload` (see [`Layout`]).
+const T_HOLE: u64 = 0xFFFF;
 const PAYLOAD: u64 = (1 << 48) - 1;
 
 impl Packed {
@@ -105,12 +109,40 @@ impl Packed {
             _ => None,
         }
     }
+    /// A word that may go in a layout's template instead of every object's values: one that
+    /// objects repeat word for word. Null and booleans; strings of at most 16 bytes and lists of
+    /// 1 to [`SHORT_LIST`] values, which the store keeps once while they recur ([`Store::push_str`],
+    /// [`Store::new_list`]). Numbers are the objects' own (a tensor's statistics, a scalar's value).
+    #[inline(always)]
+    fn repeats(self) -> bool {
+        let second = (self.0 & PAYLOAD) >> 32;
+        match self.0 >> 48 {
+            T_MISC => true,
+            T_STR => second <= 16,
+            T_LIST => (1..=SHORT_LIST as u64).contains(&second),
+            _ => false,
+        }
+    }
+    /// The word a template word stands for in an object whose own words are `own`.
+    #[inline(always)]
+    fn fill(self, own: &[Packed]) -> Packed {
+        if self.0 >> 48 == T_HOLE {
+            own.get((self.0 & PAYLOAD) as usize)
+                .copied()
+                .unwrap_or(Packed(T_MISC << 48))
+        } else {
+            self
+        }
+    }
 }
 
 /// Values in a [`Store`] side by side: a list's elements or an object's member values.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Vals<'a> {
+    /// One word per value: the values themselves, or for an object with a template, the
+    /// template, whose holes are the object's `own` words.
     vals: &'a [Packed],
+    own: &'a [Packed],
     wide: &'a [Val],
 }
 
@@ -123,7 +155,7 @@ impl<'a> Vals<'a> {
     }
     #[inline]
     pub fn get(&self, i: usize) -> Option<Val> {
-        self.vals.get(i).map(|p| p.get(self.wide))
+        self.vals.get(i).map(|p| p.fill(self.own).get(self.wide))
     }
     pub fn first(&self) -> Option<Val> {
         self.get(0)
@@ -134,6 +166,7 @@ impl<'a> Vals<'a> {
     pub fn iter(&self) -> ValIter<'a> {
         ValIter {
             vals: self.vals.iter(),
+            own: self.own,
             wide: self.wide,
         }
     }
@@ -154,6 +187,7 @@ impl<'a> IntoIterator for Vals<'a> {
 #[derive(Clone, Debug)]
 pub struct ValIter<'a> {
     vals: std::slice::Iter<'a, Packed>,
+    own: &'a [Packed],
     wide: &'a [Val],
 }
 
@@ -161,7 +195,7 @@ impl Iterator for ValIter<'_> {
     type Item = Val;
     #[inline]
     fn next(&mut self) -> Option<Val> {
-        self.vals.next().map(|p| p.get(self.wide))
+        self.vals.next().map(|p| p.fill(self.own).get(self.wide))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.vals.size_hint()
@@ -170,7 +204,9 @@ impl Iterator for ValIter<'_> {
 
 impl DoubleEndedIterator for ValIter<'_> {
     fn next_back(&mut self) -> Option<Val> {
-        self.vals.next_back().map(|p| p.get(self.wide))
+        self.vals
+            .next_back()
+            .map(|p| p.fill(self.own).get(self.wide))
     }
 }
 
@@ -183,10 +219,19 @@ pub struct Store {
     pub vals: Vec<Packed>,
     /// The values that do not fit a [`Packed`] word.
     wide: Vec<Val>,
-    /// The key lists of objects, each once: `(start, len)` in `shape_keys`.
-    shapes: Vec<(u32, u32)>,
+    /// The layouts of objects: each key list once, and the templates made on them.
+    shapes: Vec<Layout>,
     shape_keys: Vec<KeyId>,
+    /// The plain layout of each key list.
     shape_ids: HashMap<Box<[KeyId]>, u32>,
+    /// The plain layout found last (consecutive objects mostly share their keys).
+    last_shape: u32,
+    /// The templates' words, `len` per templated layout.
+    tmpl_words: Vec<Packed>,
+    /// The templated layout of `[plain layout id, template words...]`.
+    tmpl_ids: HashMap<Box<[Packed]>, u32>,
+    /// A direct-mapped cache in front of `tmpl_ids` (layout id + 1; 0 for none).
+    tmpl_cache: Vec<u32>,
     pub text: String,
     /// Short strings (at most 16 bytes) already in `text`, direct-mapped like
     /// [`KeyTable::short`]: `"torch.Tensor"` and `"torch.float32"` are in every tensor of a dump,
@@ -200,6 +245,37 @@ pub struct Store {
     keys: Vec<Box<str>>,
     key_ids: KeyTable,
 }
+
+/// How the members of objects are kept. A plain layout is a key list: the object's values are
+/// its own, `len` words at `vals[start..]`. A templated layout adds a template of `len` words:
+/// the members objects with these keys repeat word for word (see `Packed::repeats`) are in the
+/// template, once, and the object keeps only the others, `own` words at `vals[start..]`, which
+/// the template's holes (`T_HOLE`, numbered in order) stand for. A dump's tensor (type, dtype,
+/// shape, Max, Min, Mean, Norm, requires_grad) keeps 4 words instead of 8.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// The key list: `len` keys at `shape_keys[keys..]`.
+    keys: u32,
+    len: u32,
+    /// The template at `tmpl_words[tmpl..]`, or [`NO_TMPL`].
+    tmpl: u32,
+    /// Words an object keeps in `vals`.
+    own: u32,
+    /// The plain layout with the same keys (itself for a plain one).
+    base: u32,
+    /// For a plain layout, how many templates were made on it.
+    made: u32,
+}
+
+const NO_TMPL: u32 = u32::MAX;
+/// Objects with more members keep them all (a template is looked up in a stack buffer).
+const TMPL_MEMBERS: usize = 16;
+/// Templates made on one key list at most: past it, objects with these keys keep all their
+/// values. Dumps whose short strings do not repeat (an md5 per tensor) stop there.
+const TMPL_PER_SHAPE: u32 = 1024;
+/// Layouts at most that get templates (an object's layout id fits its packed word below 2^16).
+const TMPL_LAYOUTS: usize = 1 << 14;
+const TMPL_SLOTS: usize = 1024;
 
 /// The index of [`Store`]'s interned keys: open addressing (linear probing) over `(hash, id + 1)`
 /// slots, the hash seeded per process like [`HashMap`]'s (crafted keys cannot force collisions).
@@ -305,6 +381,7 @@ impl Store {
                 .vals
                 .get(start as usize..start as usize + len as usize)
                 .unwrap_or(&[]),
+            own: &[],
             wide: &self.wide,
         }
     }
@@ -332,15 +409,34 @@ impl Store {
         let Val::Obj { start, shape } = v else {
             return Obj::default();
         };
-        let Some(&(ks, len)) = self.shapes.get(shape as usize) else {
+        let Some(l) = self.shapes.get(shape as usize) else {
             return Obj::default();
         };
+        let keys = self
+            .shape_keys
+            .get(l.keys as usize..(l.keys + l.len) as usize)
+            .unwrap_or(&[]);
+        if l.tmpl == NO_TMPL {
+            return Obj {
+                keys,
+                vals: self.vals_at(start, l.len),
+            };
+        }
+        let own = self
+            .vals
+            .get(start as usize..start as usize + l.own as usize)
+            .unwrap_or(&[]);
+        let tmpl = self
+            .tmpl_words
+            .get(l.tmpl as usize..(l.tmpl + l.len) as usize)
+            .unwrap_or(&[]);
         Obj {
-            keys: self
-                .shape_keys
-                .get(ks as usize..(ks + len) as usize)
-                .unwrap_or(&[]),
-            vals: self.vals_at(start, len),
+            keys,
+            vals: Vals {
+                vals: tmpl,
+                own,
+                wide: &self.wide,
+            },
         }
     }
     /// Value of `key` in object `v` (None if `v` is not an object or has no such key).
@@ -408,38 +504,139 @@ impl Store {
         Val::List { start, len }
     }
     pub fn new_obj(&mut self, items: &[(KeyId, Val)]) -> Val {
-        let start = self.push_vals(items.iter().map(|&(_, v)| v));
         let shape = self.shape_of(items.iter().map(|(k, _)| *k));
-        Val::Obj { start, shape }
+        let start = self.vals.len() as u32;
+        let n = items.len();
+        let templating = self
+            .shapes
+            .get(shape as usize)
+            .is_some_and(|l| l.made < TMPL_PER_SHAPE);
+        if n > TMPL_MEMBERS || !templating {
+            self.push_vals(items.iter().map(|&(_, v)| v));
+            return Val::Obj { start, shape };
+        }
+        // The template this object would have: its repeating words, holes for the others.
+        let mut words = [Packed(0); TMPL_MEMBERS];
+        let mut tmpl = [Packed(0); TMPL_MEMBERS + 1];
+        tmpl[0] = Packed(u64::from(shape));
+        let mut own = 0u64;
+        for (i, &(_, v)) in items.iter().enumerate() {
+            let p = self.pack(v);
+            words[i] = p;
+            tmpl[i + 1] = if p.repeats() {
+                p
+            } else {
+                own += 1;
+                Packed(T_HOLE << 48 | (own - 1))
+            };
+        }
+        let layout = if own == n as u64 {
+            None
+        } else {
+            self.template(&tmpl[..n + 1], own as u32)
+        };
+        match layout {
+            Some(id) => {
+                for (w, t) in words.iter().zip(&tmpl[1..n + 1]) {
+                    if t.0 >> 48 == T_HOLE {
+                        self.vals.push(*w);
+                    }
+                }
+                Val::Obj { start, shape: id }
+            }
+            None => {
+                self.vals.extend_from_slice(&words[..n]);
+                Val::Obj { start, shape }
+            }
+        }
     }
-    /// The id of the key list `keys` (added if new).
+    /// The layout with template `key[1..]` on plain layout `key[0]`, made if new and allowed.
+    fn template(&mut self, key: &[Packed], own: u32) -> Option<u32> {
+        let mut h = key.len() as u64;
+        for w in key {
+            h = (h ^ w.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+        let slot = (h >> 40) as usize % TMPL_SLOTS;
+        if let Some(&c) = self.tmpl_cache.get(slot) {
+            if let Some(l) = c.checked_sub(1).and_then(|id| self.shapes.get(id as usize)) {
+                let words = self
+                    .tmpl_words
+                    .get(l.tmpl as usize..(l.tmpl + l.len) as usize);
+                if u64::from(l.base) == key[0].0 && words == key.get(1..) {
+                    return Some(c - 1);
+                }
+            }
+        }
+        let id = match self.tmpl_ids.get(key) {
+            Some(&id) => id,
+            None => {
+                let base = key[0].0 as usize;
+                let b = *self.shapes.get(base)?;
+                if b.made >= TMPL_PER_SHAPE || self.shapes.len() >= TMPL_LAYOUTS {
+                    return None;
+                }
+                if let Some(p) = self.shapes.get_mut(base) {
+                    p.made += 1;
+                }
+                let id = self.shapes.len() as u32;
+                self.shapes.push(Layout {
+                    tmpl: self.tmpl_words.len() as u32,
+                    own,
+                    base: base as u32,
+                    made: 0,
+                    ..b
+                });
+                self.tmpl_words.extend_from_slice(&key[1..]);
+                self.tmpl_ids.insert(key.into(), id);
+                id
+            }
+        };
+        if self.tmpl_cache.is_empty() {
+            self.tmpl_cache = vec![0; TMPL_SLOTS];
+        }
+        if let Some(e) = self.tmpl_cache.get_mut(slot) {
+            *e = id + 1;
+        }
+        Some(id)
+    }
+    /// The id of the key list `keys`' plain layout (added if new).
     fn shape_of(&mut self, keys: impl Iterator<Item = KeyId> + Clone) -> u32 {
         // Consecutive objects mostly share their keys (the tensors of a dump): try the last first.
-        if let Some(last) = self.shapes.len().checked_sub(1) {
-            let (ks, len) = self.shapes[last];
-            if self.shape_keys[ks as usize..(ks + len) as usize]
+        if let Some(l) = self.shapes.get(self.last_shape as usize) {
+            if self.shape_keys[l.keys as usize..(l.keys + l.len) as usize]
                 .iter()
                 .copied()
                 .eq(keys.clone())
             {
-                return last as u32;
+                return self.last_shape;
             }
         }
         let list: Box<[KeyId]> = keys.collect();
         if let Some(&id) = self.shape_ids.get(&list) {
+            self.last_shape = id;
             return id;
         }
         let id = self.shapes.len() as u32;
-        self.shapes
-            .push((self.shape_keys.len() as u32, list.len() as u32));
+        self.shapes.push(Layout {
+            keys: self.shape_keys.len() as u32,
+            len: list.len() as u32,
+            tmpl: NO_TMPL,
+            own: list.len() as u32,
+            base: id,
+            made: 0,
+        });
         self.shape_keys.extend_from_slice(&list);
         self.shape_ids.insert(list, id);
+        self.last_shape = id;
         id
     }
     /// How many members object `v` has (0 if not an object).
     pub fn obj_len(&self, v: Val) -> usize {
         match v {
-            Val::Obj { shape, .. } => self.shapes.get(shape as usize).map_or(0, |s| s.1 as usize),
+            Val::Obj { shape, .. } => self
+                .shapes
+                .get(shape as usize)
+                .map_or(0, |l| l.len as usize),
             _ => 0,
         }
     }
@@ -1887,6 +2084,80 @@ mod tests {
         assert_eq!(get("c"), Val::Float(f64::INFINITY));
         assert!(matches!(get("d"), Val::BigInt(r) if s.str(r) == "123456789012345678901234"));
         assert_eq!(get("e"), Val::Float(1.5));
+    }
+
+    /// Objects whose small members repeat share them in a template and keep only their
+    /// numbers; every member reads back as written, in order, forwards and backwards.
+    #[test]
+    fn repeating_members_go_in_a_template() {
+        let tensor = |max: &str, rg: bool| {
+            format!(
+                r#"{{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 16], "Max": {max}, "Min": -1.5, "Mean": null, "Norm": 2, "requires_grad": {rg}}}"#
+            )
+        };
+        let text = format!(
+            "[{}, {}, {}, {{\"type\": \"int\", \"value\": 3}}, {{\"type\": \"bool\", \"value\": true}}]",
+            tensor("0.5", true),
+            tensor("1e300", true),
+            tensor("7", false)
+        );
+        let (s, v) = parse(text.as_bytes()).unwrap();
+        let l = s.list(v);
+        let back: Vec<String> = l.iter().map(|x| crate::pyfmt::py_str(&s, x)).collect();
+        let want = |max: &str, rg: &str| {
+            format!("{{'type': 'torch.Tensor', 'dtype': 'torch.float32', 'shape': [2, 16], 'Max': {max}, 'Min': -1.5, 'Mean': None, 'Norm': 2, 'requires_grad': {rg}}}")
+        };
+        assert_eq!(
+            back,
+            [
+                want("0.5", "True"),
+                want("1e+300", "True"),
+                want("7", "False"),
+                "{'type': 'int', 'value': 3}".to_string(),
+                "{'type': 'bool', 'value': True}".to_string(),
+            ]
+        );
+        // Each tensor keeps Max, Min and Norm (Max 7 and Norm 2 are integers: still its own);
+        // the two with requires_grad true share a layout; the bool scalar keeps nothing.
+        let t: Vec<Val> = l.iter().collect();
+        let shape = |v: Val| match v {
+            Val::Obj { shape, .. } => shape,
+            _ => u32::MAX,
+        };
+        assert_eq!(shape(t[0]), shape(t[1]));
+        assert_ne!(shape(t[0]), shape(t[2]));
+        let own = |v: Val| s.obj(v).vals.own.len();
+        assert_eq!((own(t[0]), own(t[2]), own(t[3]), own(t[4])), (3, 3, 1, 0));
+        // Key lists: the tensor's, type/value; templates: two tensors', int, bool.
+        assert_eq!(s.shapes.len(), 6);
+        let o = s.obj(t[1]);
+        let rev: Vec<Val> = o.vals().iter().rev().collect();
+        assert_eq!(rev.len(), 8);
+        assert_eq!(rev[0], Val::Bool(true));
+        assert_eq!(rev[4], Val::Float(1e300));
+        assert_eq!(o.get(s.find_key("Mean").unwrap()), Some(Val::Null));
+        assert_eq!(s.get(t[2], "Max"), Some(Val::Int(7)));
+        assert_eq!(s.obj_len(t[4]), 2);
+    }
+
+    /// Short strings that never repeat (an md5 per tensor) make a template per object until
+    /// the key list's quota; past it the objects keep all their values, and read back the same.
+    #[test]
+    fn templates_stop_at_the_quota() {
+        let n = TMPL_PER_SHAPE as usize + 50;
+        let items: Vec<String> = (0..n)
+            .map(|i| format!(r#"{{"md5": "{i:08x}", "Max": {i}.5}}"#))
+            .collect();
+        let text = format!("[{}]", items.join(", "));
+        let (s, v) = parse(text.as_bytes()).unwrap();
+        // One key list and its quota of templates.
+        assert_eq!(s.shapes.len(), 1 + TMPL_PER_SHAPE as usize);
+        for (i, x) in s.list(v).iter().enumerate() {
+            assert_eq!(
+                crate::pyfmt::py_str(&s, x),
+                format!("{{'md5': '{i:08x}', 'Max': {i}.5}}")
+            );
+        }
     }
 
     /// Objects with the same keys in the same order share one key list; members read back in
