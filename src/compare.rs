@@ -544,23 +544,23 @@ pub fn manual_match(
 /// Removes the link of `id` (NPU side if `npu`) and of its partner, with the compare results.
 pub fn unmatch(gn: &mut Graph, gb: &mut Graph, out: &mut Comparison, id: NodeId, npu: bool) {
     let (n, b) = if npu {
-        (Some(id), gn.nodes[id as usize].partner)
+        (Some(id), gn.nodes[id as usize].partner())
     } else {
-        (gb.nodes[id as usize].partner, Some(id))
+        (gb.nodes[id as usize].partner(), Some(id))
     };
     if let Some(n) = n {
-        if npu || gn.nodes[n as usize].partner == b {
+        if npu || gn.nodes[n as usize].partner() == b {
             let node = &mut gn.nodes[n as usize];
-            node.partner = None;
-            node.precision = None;
+            node.set_partner(None);
+            node.set_precision(None);
             node.modified = true;
             out.forget(n);
         }
     }
     if let Some(b) = b {
-        if !npu || gb.nodes[b as usize].partner == n {
+        if !npu || gb.nodes[b as usize].partner() == n {
             let node = &mut gb.nodes[b as usize];
-            node.partner = None;
+            node.set_partner(None);
             node.modified = true;
         }
     }
@@ -582,12 +582,12 @@ pub fn collection_index(gn: &mut Graph) {
     fn worst(gn: &mut Graph, c: NodeId) {
         let mut p = 0.0f64;
         for a in gn.nodes[c as usize].children.clone() {
-            let v = gn.nodes[a as usize].precision.map(|x| x.0).unwrap_or(0.0);
+            let v = gn.nodes[a as usize].precision().map(|x| x.0).unwrap_or(0.0);
             if v > p {
                 p = v;
             }
         }
-        gn.nodes[c as usize].precision = Some(Precision(p));
+        gn.nodes[c as usize].set_precision(Some(Precision(p)));
     }
     let root_children = gn.nodes[ROOT as usize].children.clone();
     for c in root_children {
@@ -608,25 +608,25 @@ impl Ctx<'_> {
     /// Drops an existing link of a node before it is linked anew.
     fn unlink(&mut self, id: NodeId, npu: bool) {
         if npu {
-            if let Some(old) = self.gn.nodes[id as usize].partner.take() {
-                if self.gb.nodes[old as usize].partner == Some(id) {
-                    self.gb.nodes[old as usize].partner = None;
+            if let Some(old) = self.gn.nodes[id as usize].take_partner() {
+                if self.gb.nodes[old as usize].partner() == Some(id) {
+                    self.gb.nodes[old as usize].set_partner(None);
                 }
             }
-            self.gn.nodes[id as usize].precision = None;
+            self.gn.nodes[id as usize].set_precision(None);
             self.out.forget(id);
-        } else if let Some(old) = self.gb.nodes[id as usize].partner.take() {
-            if self.gn.nodes[old as usize].partner == Some(id) {
-                self.gn.nodes[old as usize].partner = None;
-                self.gn.nodes[old as usize].precision = None;
+        } else if let Some(old) = self.gb.nodes[id as usize].take_partner() {
+            if self.gn.nodes[old as usize].partner() == Some(id) {
+                self.gn.nodes[old as usize].set_partner(None);
+                self.gn.nodes[old as usize].set_precision(None);
                 self.out.forget(old);
             }
         }
     }
 
     fn link(&mut self, n: NodeId, b: NodeId) {
-        self.gn.nodes[n as usize].partner = Some(b);
-        self.gb.nodes[b as usize].partner = Some(n);
+        self.gn.nodes[n as usize].set_partner(Some(b));
+        self.gb.nodes[b as usize].set_partner(Some(n));
     }
 
     fn fuzzy_one(&mut self, n: NodeId) {
@@ -707,7 +707,7 @@ impl Ctx<'_> {
             PairOutcome::Judged(p) => (None, p),
         };
         self.out.keep(n, b, rows);
-        self.gn.nodes[n as usize].precision = Some(Precision(p));
+        self.gn.nodes[n as usize].set_precision(Some(Precision(p)));
     }
 }
 

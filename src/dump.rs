@@ -222,6 +222,8 @@ impl RankDump {
 pub struct RankParser {
     rd: RankDump,
     construct_err: Option<Error>,
+    /// construct.json, while it arrives in chunks.
+    cons: Option<ConstructStream>,
     dump: DumpStream,
 }
 
@@ -268,6 +270,8 @@ struct DumpStream {
     /// dump.json's size, and whether the arenas were sized from it.
     total: u64,
     projected: bool,
+    /// stack.json's size: its values go into the same arenas after dump.json's.
+    stack: u64,
 }
 
 /// The bytes a round holds, for messages: line and column are counted on from the last place
@@ -325,6 +329,276 @@ fn step_err(file: &str, src: &Src, eof: bool, se: SyntaxError) -> Result<Step> {
     ))
 }
 
+/// A construct.json parent as written: a name (None for null or ""), or another type.
+#[derive(Clone, Copy)]
+enum Parent {
+    Name(Option<NameId>),
+    Other(&'static str),
+}
+
+/// [`Parent`] in a word: a name id, [`P_NONE`], or [`P_OTHER`] + the index of the type's name
+/// in [`OTHER_TYPES`] (name ids stay below: they count names of 4 GiB at most).
+const P_NONE: u32 = u32::MAX;
+const P_OTHER: u32 = u32::MAX - 8;
+const OTHER_TYPES: [&str; 5] = ["a boolean", "a number", "a string", "a list", "an object"];
+
+impl Parent {
+    fn code(self) -> u32 {
+        match self {
+            Parent::Name(None) => P_NONE,
+            Parent::Name(Some(id)) => id.0,
+            Parent::Other(t) => {
+                P_OTHER + OTHER_TYPES.iter().position(|x| *x == t).unwrap_or(0) as u32
+            }
+        }
+    }
+    fn of_code(c: u32) -> Parent {
+        match c {
+            P_NONE => Parent::Name(None),
+            c if c >= P_OTHER => Parent::Other(
+                OTHER_TYPES
+                    .get((c - P_OTHER) as usize)
+                    .copied()
+                    .unwrap_or("a value"),
+            ),
+            c => Parent::Name(Some(NameId(c))),
+        }
+    }
+}
+
+/// A construct.json value as written: a parent ([`Parent::code`]), `[parent, micro_step]` (the
+/// micro step in [`ConstructMembers::micro`]), or a list of another length.
+#[derive(Clone, Copy)]
+struct Member {
+    id: NameId,
+    parent: u32,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Scalar,
+    Pair,
+    List,
+}
+
+/// construct.json's members as they are read (file order; a repeated key keeps its first
+/// place and takes the last value, as a Python dict), before [`RankDump::construct_finish`].
+/// 12 bytes a member (a quarter of the enum pairs they were, whose growth by doubling was most
+/// of the parse's peak on the 80-layer NPU folder).
+#[derive(Default)]
+struct ConstructMembers {
+    members: Vec<Member>,
+    /// The micro step of each member, from the first `[parent, micro_step]` on (0 for others).
+    micro: Vec<i64>,
+    /// Position in `members` of each key (by name id), u32::MAX if none.
+    pos: Vec<u32>,
+    megatron: Option<Val>,
+}
+
+impl ConstructMembers {
+    /// Member `key` with value `v` (in `store`).
+    fn add(&mut self, names: &mut Names, f: &str, key: &str, v: Val, store: &Store) -> Result<()> {
+        let too_many = || names_full(f);
+        let parent_of = |names: &mut Names, v: Val| -> Result<Parent> {
+            Ok(match v {
+                Val::Null => Parent::Name(None),
+                Val::Str(sr) => {
+                    let s = store.str(sr);
+                    // msprobe treats an empty parent like null (falsy).
+                    Parent::Name(if s.is_empty() {
+                        None
+                    } else {
+                        let id = names.intern(s).ok_or_else(too_many)?;
+                        if id.0 >= P_OTHER {
+                            return Err(too_many());
+                        }
+                        Some(id)
+                    })
+                }
+                other => Parent::Other(type_name(other)),
+            })
+        };
+        if key == "megatron_micro_step_number" {
+            self.megatron = Some(v);
+            // Kept in our own store only as a number (echoed as micro_steps = m + 1).
+            if let Val::Float(_) | Val::Int(_) = v {
+            } else {
+                self.megatron = Some(Val::Int(0));
+            }
+        }
+        let (parent, kind, micro) = match v {
+            Val::List { .. } => {
+                let l = store.list(v);
+                if l.len() == 2 {
+                    let micro = match l.get(1).unwrap_or(Val::Null) {
+                        Val::Int(i) => i,
+                        Val::Float(x) if x.fract() == 0.0 => x as i64,
+                        _ => 0,
+                    };
+                    let p = parent_of(names, l.get(0).unwrap_or(Val::Null))?;
+                    (p, Kind::Pair, micro)
+                } else {
+                    (Parent::Name(None), Kind::List, 0)
+                }
+            }
+            v => (parent_of(names, v)?, Kind::Scalar, 0),
+        };
+        let id = names.intern(key).ok_or_else(too_many)?;
+        if self.pos.len() <= id.0 as usize {
+            self.pos.resize(id.0 as usize + 1, u32::MAX);
+        }
+        let m = Member {
+            id,
+            parent: parent.code(),
+            kind,
+        };
+        let at = match self.pos[id.0 as usize] {
+            u32::MAX => {
+                self.pos[id.0 as usize] = self.members.len() as u32;
+                self.members.push(m);
+                self.members.len() - 1
+            }
+            at => {
+                self.members[at as usize] = m;
+                at as usize
+            }
+        };
+        if kind == Kind::Pair && self.micro.is_empty() {
+            self.micro = vec![0; self.members.len()];
+        }
+        if !self.micro.is_empty() {
+            self.micro.resize(self.members.len(), 0);
+            self.micro[at] = micro;
+        }
+        Ok(())
+    }
+}
+
+/// Where the construct.json stream is ([`RankParser::construct_chunk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum CSt {
+    /// Before the opening '{'.
+    #[default]
+    Start,
+    /// After the '{': a key or '}'.
+    First,
+    /// After a ',': a key.
+    Next,
+    /// After the closing '}'.
+    Done,
+    /// Not a well-formed object of members: the file is to be parsed whole, for its message.
+    Whole,
+}
+
+/// construct.json read in chunks: the members parsed so far and the bytes of an unfinished one.
+#[derive(Default)]
+struct ConstructStream {
+    state: CSt,
+    carry: Vec<u8>,
+    members: ConstructMembers,
+    scratch: Store,
+}
+
+/// The length of the JSON member at the start of `b` (a key, ':', a value) up to the ',' or '}'
+/// that ends it at depth 0: None if `b` ends first, Err(()) if its brackets do not nest.
+fn member_len(b: &[u8]) -> std::result::Result<Option<usize>, ()> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => {
+                // To the closing quote, past escapes.
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        None => return Ok(None),
+                        Some(b'"') => break,
+                        Some(b'\\') => i += 2,
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b']' => depth = depth.checked_sub(1).ok_or(())?,
+            b'}' if depth == 0 => return Ok(Some(i)),
+            b'}' => depth -= 1,
+            b',' if depth == 0 => return Ok(Some(i)),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(None)
+}
+
+/// Parses the members of construct.json that `buf` holds whole; returns how many bytes of `buf`
+/// are done with (the rest starts an unfinished member).
+fn construct_round(rd: &mut RankDump, cs: &mut ConstructStream, buf: &[u8]) -> usize {
+    let f = rd.names.construct.clone();
+    let mut at = 0;
+    loop {
+        while buf
+            .get(at)
+            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            at += 1;
+        }
+        let Some(&c) = buf.get(at) else {
+            return at;
+        };
+        match cs.state {
+            CSt::Start if c == b'{' => {
+                at += 1;
+                cs.state = CSt::First;
+            }
+            CSt::First if c == b'}' => {
+                at += 1;
+                cs.state = CSt::Done;
+            }
+            CSt::First | CSt::Next if c == b'"' => {
+                let rest = buf.get(at..).unwrap_or(&[]);
+                let len = match member_len(rest) {
+                    Ok(Some(n)) => n,
+                    Ok(None) => return at,
+                    Err(()) => break,
+                };
+                let mut r = Reader::new(rest.get(..len).unwrap_or(&[]));
+                cs.scratch.rewind(Store::default().mark());
+                let Ok(key) = r.read_str().map(str::to_owned) else {
+                    break;
+                };
+                if r.expect(b':').is_err() {
+                    break;
+                }
+                let Ok(v) = r.value(&mut cs.scratch, 1) else {
+                    break;
+                };
+                if r.end().is_err() {
+                    break;
+                }
+                let names = Arc::make_mut(&mut rd.node_names);
+                if cs.members.add(names, &f, &key, v, &cs.scratch).is_err() {
+                    break;
+                }
+                at += len;
+                cs.state = if buf.get(at) == Some(&b',') {
+                    CSt::Next
+                } else {
+                    CSt::Done
+                };
+                at += 1;
+            }
+            _ => break,
+        }
+    }
+    // Anything else: the whole file's parse says what is wrong, and where.
+    *cs = ConstructStream {
+        state: CSt::Whole,
+        ..ConstructStream::default()
+    };
+    buf.len()
+}
+
 impl RankParser {
     /// `dump_bytes`, `stack_bytes`: the two files' sizes (together at most 4 GiB: the core's
     /// offsets are 32-bit; dump.json's size also sizes the arenas, see [`RankParser::dump_chunk`]).
@@ -346,6 +620,7 @@ impl RankParser {
         Ok(RankParser {
             rd,
             construct_err: None,
+            cons: None,
             dump: DumpStream {
                 carry: Vec::new(),
                 at: 0,
@@ -361,15 +636,57 @@ impl RankParser {
                 name: String::new(),
                 total: dump_bytes,
                 projected: false,
+                stack: stack_bytes,
             },
         })
     }
 
     /// construct.json, whole. Its error (if any) is reported after dump.json's.
     pub fn construct(&mut self, buf: &[u8]) {
+        self.cons = None;
         if let Err(e) = self.rd.parse_construct(buf) {
             self.construct_err = Some(e);
         }
+    }
+
+    /// The next bytes of construct.json, instead of [`RankParser::construct`]: its members are
+    /// parsed as they complete, so the file is never held whole (a construct.json is about a
+    /// quarter of its dump.json). Then [`RankParser::construct_end`].
+    /// False once the file is known to need the whole-file parse (the rest of it need not be
+    /// read in chunks).
+    pub fn construct_chunk(&mut self, chunk: &[u8]) -> bool {
+        let cs = self.cons.get_or_insert_with(ConstructStream::default);
+        if cs.state == CSt::Whole {
+            return false;
+        }
+        if cs.carry.is_empty() {
+            let used = construct_round(&mut self.rd, cs, chunk);
+            cs.carry.extend_from_slice(chunk.get(used..).unwrap_or(&[]));
+        } else {
+            let mut carry = std::mem::take(&mut cs.carry);
+            carry.extend_from_slice(chunk);
+            let used = construct_round(&mut self.rd, cs, &carry);
+            carry.drain(..used.min(carry.len()));
+            cs.carry = carry;
+        }
+        cs.state != CSt::Whole
+    }
+
+    /// construct.json has ended. False if it was not a well-formed object (a syntax error,
+    /// another type, a member the names cannot hold, or it ended early): then it is to be given
+    /// whole to [`RankParser::construct`], whose message says what and where.
+    pub fn construct_end(&mut self) -> bool {
+        let Some(cs) = self.cons.take() else {
+            return false;
+        };
+        if cs.state != CSt::Done || !cs.carry.is_empty() {
+            return false;
+        }
+        drop(cs.scratch);
+        if let Err(e) = self.rd.construct_finish(cs.members) {
+            self.construct_err = Some(e);
+        }
+        true
     }
 
     /// The next bytes of dump.json. After the first chunk, the arenas are sized for the whole
@@ -407,8 +724,14 @@ impl RankParser {
             let st = &mut self.rd.store;
             // What an arena holding `len` now needs for the whole file, beyond `len`.
             let more = |len: usize| ((len as f64 * scale) as usize + 4096).saturating_sub(len);
-            st.vals.reserve_exact(more(st.vals.len()));
-            st.text.reserve_exact(more(st.text.len()));
+            // And room for stack.json's values (at most a word per 16 bytes; its text is most of
+            // it): parsed after dump.json into full arenas, they moved both, and the copy of the
+            // values arena was the parse's peak (the 80-layer NPU folder: 24 MB for a 2 MB file).
+            let stack = usize::try_from(d.stack).unwrap_or(usize::MAX);
+            st.vals
+                .reserve_exact(more(st.vals.len()).saturating_add(stack / 16));
+            st.text
+                .reserve_exact(more(st.text.len()).saturating_add(stack));
         }
         Ok(())
     }
@@ -880,24 +1203,9 @@ impl RankDump {
     /// names; what a value means waits for the end of the file (the Megatron key may come last),
     /// duplicate keys keep their first position and last value (a Python dict).
     fn parse_construct(&mut self, buf: &[u8]) -> Result<()> {
-        /// A parent as written: a name (None for null or ""), or another type.
-        #[derive(Clone, Copy)]
-        enum Parent {
-            Name(Option<NameId>),
-            Other(&'static str),
-        }
-        #[derive(Clone, Copy)]
-        enum Raw {
-            Scalar(Parent),
-            /// `[parent, micro_step]`.
-            Pair(Parent, i64),
-            /// A list of another length.
-            List,
-        }
         let f = self.names.construct.clone();
         let f = f.as_str();
         let syn = |se: SyntaxError| syntax(f, buf, se);
-        let too_many = || names_full(f);
         let mut r = Reader::new(buf);
         let mut scratch = Store::default();
         if r.peek() != Some(b'{') {
@@ -913,26 +1221,7 @@ impl RankDump {
             ));
         }
         r.pos += 1;
-        let names = Arc::make_mut(&mut self.node_names);
-        let parent_of = |names: &mut Names, store: &Store, v: Val| -> Result<Parent> {
-            Ok(match v {
-                Val::Null => Parent::Name(None),
-                Val::Str(sr) => {
-                    let s = store.str(sr);
-                    // msprobe treats an empty parent like null (falsy).
-                    Parent::Name(if s.is_empty() {
-                        None
-                    } else {
-                        Some(names.intern(s).ok_or_else(too_many)?)
-                    })
-                }
-                other => Parent::Other(type_name(other)),
-            })
-        };
-        let mut members: Vec<(NameId, Raw)> = Vec::new();
-        // Position in `members` of each key (by name id), u32::MAX if none.
-        let mut pos: Vec<u32> = Vec::new();
-        let mut megatron: Option<Val> = None;
+        let mut c = ConstructMembers::default();
         if r.peek() == Some(b'}') {
             r.pos += 1;
         } else {
@@ -952,44 +1241,7 @@ impl RankDump {
                 r.expect(b':').map_err(syn)?;
                 scratch.rewind(Store::default().mark());
                 let v = r.value(&mut scratch, 1).map_err(syn)?;
-                if key == "megatron_micro_step_number" {
-                    megatron = Some(v);
-                    // Kept in our own store only as a number (echoed as micro_steps = m + 1).
-                    if let Val::Float(_) | Val::Int(_) = v {
-                    } else {
-                        megatron = Some(Val::Int(0));
-                    }
-                }
-                let raw = match v {
-                    Val::List { .. } => {
-                        let l = scratch.list(v);
-                        if l.len() == 2 {
-                            let micro = match l.get(1).unwrap_or(Val::Null) {
-                                Val::Int(i) => i,
-                                Val::Float(x) if x.fract() == 0.0 => x as i64,
-                                _ => 0,
-                            };
-                            Raw::Pair(
-                                parent_of(names, &scratch, l.get(0).unwrap_or(Val::Null))?,
-                                micro,
-                            )
-                        } else {
-                            Raw::List
-                        }
-                    }
-                    v => Raw::Scalar(parent_of(names, &scratch, v)?),
-                };
-                let id = names.intern(&key).ok_or_else(too_many)?;
-                if pos.len() <= id.0 as usize {
-                    pos.resize(id.0 as usize + 1, u32::MAX);
-                }
-                match pos[id.0 as usize] {
-                    u32::MAX => {
-                        pos[id.0 as usize] = members.len() as u32;
-                        members.push((id, raw));
-                    }
-                    at => members[at as usize].1 = raw,
-                }
+                c.add(Arc::make_mut(&mut self.node_names), f, &key, v, &scratch)?;
                 if !r.comma_or_close(b'}').map_err(syn)? {
                     break;
                 }
@@ -997,6 +1249,20 @@ impl RankDump {
         }
         r.end().map_err(syn)?;
         drop(scratch);
+        self.construct_finish(c)
+    }
+
+    /// The members of construct.json, read, become the construct table.
+    fn construct_finish(&mut self, c: ConstructMembers) -> Result<()> {
+        let f = self.names.construct.clone();
+        let f = f.as_str();
+        let names = Arc::make_mut(&mut self.node_names);
+        let ConstructMembers {
+            members,
+            micro: micros,
+            pos,
+            megatron,
+        } = c;
         let path = |names: &Names, id: NameId| {
             let mut p = String::from("$[");
             crate::pyfmt::json_str(names.str(id), &mut p);
@@ -1021,21 +1287,23 @@ impl RankDump {
         if is_megatron {
             self.construct_micro.reserve_exact(members.len());
         }
-        for (id, raw) in members {
+        for (i, m) in members.into_iter().enumerate() {
+            let id = m.id;
             if is_megatron && Some(id) == skip {
                 continue;
             }
-            let (parent, micro) = match (raw, is_megatron) {
-                (Raw::Pair(p, m), true) => (name_of(names, id, p)?, m),
-                (Raw::List, true) => {
+            let p = Parent::of_code(m.parent);
+            let (parent, micro) = match (m.kind, is_megatron) {
+                (Kind::Pair, true) => (name_of(names, id, p)?, micros.get(i).copied().unwrap_or(0)),
+                (Kind::List, true) => {
                     return Err(Error::schema(
                         f,
                         format!("$[\"{}\"]", names.str(id)),
                         "expected [parent, micro_step] (a list of two values)",
                     ))
                 }
-                (Raw::Scalar(p), _) => (name_of(names, id, p)?, 0),
-                (Raw::Pair(..) | Raw::List, false) => {
+                (Kind::Scalar, _) => (name_of(names, id, p)?, 0),
+                (Kind::Pair | Kind::List, false) => {
                     return Err(Error::schema(
                         f,
                         path(names, id),

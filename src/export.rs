@@ -118,19 +118,6 @@ pub fn stack_json(d: &RankDump, s: Stack) -> String {
     }
 }
 
-/// Identity of a stack value in its store (equal keys print equal JSON).
-fn stack_key(s: Stack) -> Option<(u8, u32, u32)> {
-    use crate::json::Val;
-    match s {
-        Stack::Empty => Some((0, 0, 0)),
-        Stack::NoForward => Some((1, 0, 0)),
-        Stack::Val(Val::List { start, len }) => Some((2, start, len)),
-        Stack::Val(Val::Obj { start, shape }) => Some((3, start, shape)),
-        Stack::Val(Val::Str(r)) => Some((4, r.off, r.len)),
-        Stack::Val(_) => None,
-    }
-}
-
 /// The stack lines of a node, for views.
 pub fn stack_lines(d: &RankDump, s: Stack) -> Vec<String> {
     match s {
@@ -241,7 +228,7 @@ impl LinkWriter {
         let (Some(o), Some(p)) = (other, partner) else {
             return "[]".into();
         };
-        let parent = o.node(p).parent;
+        let parent = o.node(p).parent();
         if self.parent != Some(parent) {
             self.set_parent(o, parent);
         }
@@ -273,7 +260,7 @@ impl LinkWriter {
                 return;
             }
             self.chain.push(c);
-            cur = o.node(c).parent;
+            cur = o.node(c).parent();
         }
         self.cyclic = false;
         for (i, id) in self.chain.iter().rev().enumerate() {
@@ -326,12 +313,12 @@ impl<'a> GraphRows<'a> {
         let stack_of = order
             .iter()
             .map(|&id| {
-                let n = g.node(id);
-                let key = stack_key(n.stack);
+                let stack = g.stack(g.node(id).stack);
+                let key = crate::graph::stack_key(stack);
                 if let Some(&sid) = key.and_then(|k| by_key.get(&k)) {
                     return sid;
                 }
-                let st = stack_json(x.dump, n.stack);
+                let st = stack_json(x.dump, stack);
                 let sid = *by_text.entry(st).or_insert_with_key(|st| {
                     stacks.push(st.clone());
                     stacks.len() as u32 - 1
@@ -424,7 +411,7 @@ impl<'a> GraphRows<'a> {
                 dist.push(DistNode {
                     name: name.to_string(),
                     input_data: input_data.clone(),
-                    precision: n.precision.map(|p| p.0),
+                    precision: n.precision().map(|p| p.0),
                     overflow: n.overflow.map(|o| o.as_str()),
                 });
             }
@@ -434,12 +421,15 @@ impl<'a> GraphRows<'a> {
                 node_order: order as i64,
                 node_name: name.to_string(),
                 node_type: itoa::Buffer::new().format(n.op.value()).to_owned(),
-                up_node: n.parent.map(|p| g.name(p).to_string()).unwrap_or_default(),
+                up_node: n
+                    .parent()
+                    .map(|p| g.name(p).to_string())
+                    .unwrap_or_default(),
                 sub_nodes,
-                precision_index: n.precision.map(|p| p.0),
+                precision_index: n.precision().map(|p| p.0),
                 overflow_level: n.overflow.map(|o| o.as_str()),
-                micro_step_id: n.micro_step.unwrap_or(0),
-                matched_node_link: w.links.link(x.other.map(|o| o.0), n.partner),
+                micro_step_id: n.micro_step().unwrap_or(0),
+                matched_node_link: w.links.link(x.other.map(|o| o.0), n.partner()),
                 stack_id,
                 parallel_merge_info: g
                     .merge_info
@@ -883,7 +873,7 @@ mod tests {
         assert!(g.nodes.len() >= 6, "{}", g.nodes.len());
         let b = g.get("Module.a.b.B.forward.0").unwrap();
         let add = g.get("Torch.add.0.forward").unwrap();
-        g.nodes[b as usize].parent = Some(add);
+        g.nodes[b as usize].set_parent(Some(add));
         check(&g);
     }
 }

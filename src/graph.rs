@@ -135,27 +135,64 @@ pub enum Stack {
 pub const NO_FORWARD_STACK: &str =
     "This backward node cannot find the forward node and cannot retrieve stack information.";
 
+/// A node's stack value: an index into its graph's distinct values ([`Graph::stack`],
+/// [`Graph::stack_id`]; many nodes share one, as stack.json groups them), 4 bytes in a node
+/// instead of a 16-byte [`Stack`]. 0 is [`Stack::Empty`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackId(u32);
+
+/// Identity of a stack value in its store (equal keys print equal JSON); None for a value
+/// without one (not a list, object or string).
+pub fn stack_key(s: Stack) -> Option<(u8, u32, u32)> {
+    match s {
+        Stack::Empty => Some((0, 0, 0)),
+        Stack::NoForward => Some((1, 0, 0)),
+        Stack::Val(Val::List { start, len }) => Some((2, start, len)),
+        Stack::Val(Val::Obj { start, shape }) => Some((3, start, shape)),
+        Stack::Val(Val::Str(r)) => Some((4, r.off, r.len)),
+        Stack::Val(_) => None,
+    }
+}
+
 /// A node's precision verdict (`precision_index`).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 pub struct Precision(pub f64);
 
+/// A graph node. The optional links and numbers are kept without `Option`'s tag words (a node
+/// was 104 bytes, 80 now; 96 and 64 in wasm32): read them with the methods of the same names.
 #[derive(Debug, Clone)]
 pub struct Node {
     /// In the graph's [`GraphNames`] ([`Graph::name`]).
     pub name: Name,
     pub op: NodeOp,
-    pub parent: Option<NodeId>,
+    /// [`NONE`] or the parent's id.
+    parent: u32,
     pub children: Vec<NodeId>,
-    /// Index of the node's dump.json entry.
-    pub entry: Option<u32>,
-    pub stack: Stack,
-    pub micro_step: Option<i64>,
-    pub precision: Option<Precision>,
+    /// [`NONE`] or the index of the node's dump.json entry.
+    entry: u32,
+    /// In the graph's stack values ([`Graph::stack`]).
+    pub stack: StackId,
+    micro_step: i64,
+    /// A [`Precision`] when `has & HAS_PRECISION`.
+    precision: f64,
     pub overflow: Option<OverflowLevel>,
-    /// The node on the other side whose path is this node's `matched_node_link`.
-    pub partner: Option<NodeId>,
+    /// [`NONE`] or the node on the other side whose path is this node's `matched_node_link`.
+    partner: u32,
     /// Set by manual matching (the db's `modified` column).
     pub modified: bool,
+    /// Which of `micro_step` and `precision` are set.
+    has: u8,
+}
+
+/// No node, no entry (ids and entry indexes stay below it: 2^32 - 1 of them would need far
+/// more than the 4 GiB a wasm32 page has).
+const NONE: u32 = u32::MAX;
+const HAS_MICRO: u8 = 1;
+const HAS_PRECISION: u8 = 2;
+
+#[inline(always)]
+fn opt(x: u32) -> Option<u32> {
+    (x != NONE).then_some(x)
 }
 
 /// Name -> node over a graph's own nodes: a slot holds a node id, and the node's name is the
@@ -304,16 +341,67 @@ impl Node {
         Node {
             name,
             op,
-            parent: None,
+            parent: NONE,
             children: Vec::new(),
-            entry: None,
-            stack: Stack::Empty,
-            micro_step: None,
-            precision: None,
+            entry: NONE,
+            stack: StackId(0),
+            micro_step: 0,
+            precision: 0.0,
             overflow: None,
-            partner: None,
+            partner: NONE,
             modified: false,
+            has: 0,
         }
+    }
+    #[inline]
+    pub fn parent(&self) -> Option<NodeId> {
+        opt(self.parent)
+    }
+    #[inline]
+    pub fn set_parent(&mut self, p: Option<NodeId>) {
+        self.parent = p.unwrap_or(NONE);
+    }
+    /// The index of the node's dump.json entry.
+    #[inline]
+    pub fn entry(&self) -> Option<u32> {
+        opt(self.entry)
+    }
+    #[inline]
+    pub fn set_entry(&mut self, e: Option<u32>) {
+        self.entry = e.unwrap_or(NONE);
+    }
+    /// The node on the other side whose path is this node's `matched_node_link`.
+    #[inline]
+    pub fn partner(&self) -> Option<NodeId> {
+        opt(self.partner)
+    }
+    #[inline]
+    pub fn set_partner(&mut self, p: Option<NodeId>) {
+        self.partner = p.unwrap_or(NONE);
+    }
+    /// The partner, which the node no longer has.
+    #[inline]
+    pub fn take_partner(&mut self) -> Option<NodeId> {
+        opt(std::mem::replace(&mut self.partner, NONE))
+    }
+    #[inline]
+    pub fn micro_step(&self) -> Option<i64> {
+        (self.has & HAS_MICRO != 0).then_some(self.micro_step)
+    }
+    #[inline]
+    pub fn set_micro_step(&mut self, m: Option<i64>) {
+        self.micro_step = m.unwrap_or(0);
+        self.has = (self.has & !HAS_MICRO) | if m.is_some() { HAS_MICRO } else { 0 };
+    }
+    /// The precision verdict (`precision_index`).
+    #[inline]
+    pub fn precision(&self) -> Option<Precision> {
+        (self.has & HAS_PRECISION != 0).then_some(Precision(self.precision))
+    }
+    #[inline]
+    pub fn set_precision(&mut self, p: Option<Precision>) {
+        self.precision = p.map_or(0.0, |p| p.0);
+        self.has = (self.has & !HAS_PRECISION) | if p.is_some() { HAS_PRECISION } else { 0 };
     }
 }
 
@@ -332,6 +420,9 @@ pub struct Graph {
     pub io_override: HashMap<NodeId, (ItemMap, ItemMap)>,
     /// Parallel merge: the node's `parallel_merge_info` lines.
     pub merge_info: HashMap<NodeId, Vec<String>>,
+    /// The distinct stack values of the nodes ([`StackId`]), and each one's id by its key.
+    stacks: Vec<Stack>,
+    stack_ids: HashMap<(u8, u32, u32), u32>,
     /// Parallel merge: the tree may hold two nodes of one name; [`Graph::post_order`] then keeps
     /// the first, as msprobe's `get_sorted_nodes` (visited by id) does.
     pub dedupe_names: bool,
@@ -386,10 +477,37 @@ impl Graph {
             io_override: HashMap::default(),
             merge_info: HashMap::default(),
             dedupe_names: false,
+            stacks: vec![Stack::Empty],
+            stack_ids: HashMap::default(),
         };
         let root = g.names.intern("DefaultModel");
         g.add(root, NodeOp::Module, None);
         g
+    }
+
+    /// The stack value `id` stands for.
+    pub fn stack(&self, id: StackId) -> Stack {
+        self.stacks
+            .get(id.0 as usize)
+            .copied()
+            .unwrap_or(Stack::Empty)
+    }
+
+    /// The id of stack value `s` (added if new).
+    pub fn stack_id(&mut self, s: Stack) -> StackId {
+        let Some(key) = stack_key(s) else {
+            self.stacks.push(s);
+            return StackId(self.stacks.len() as u32 - 1);
+        };
+        if key == (0, 0, 0) {
+            return StackId(0);
+        }
+        let n = self.stacks.len() as u32;
+        let id = *self.stack_ids.entry(key).or_insert(n);
+        if id == n {
+            self.stacks.push(s);
+        }
+        StackId(id)
     }
 
     fn add(&mut self, name: Name, op: NodeOp, parent: Option<NodeId>) -> NodeId {
@@ -439,10 +557,10 @@ impl Graph {
     /// `BaseNode.add_upnode`.
     fn add_upnode(&mut self, id: NodeId, parent: Option<NodeId>) {
         let Some(p) = parent else { return };
-        if self.name(p) == self.name(id) || self.nodes[id as usize].parent.is_some() {
+        if self.name(p) == self.name(id) || self.nodes[id as usize].parent().is_some() {
             return;
         }
-        self.nodes[id as usize].parent = Some(p);
+        self.nodes[id as usize].set_parent(Some(p));
         self.nodes[p as usize].children.push(id);
     }
 
@@ -457,7 +575,7 @@ impl Graph {
     /// Ancestor ids, root first; empty on a cycle (like `get_ancestors`).
     pub fn ancestors(&self, id: NodeId) -> Vec<NodeId> {
         let mut out = Vec::new();
-        let mut cur = self.nodes[id as usize].parent;
+        let mut cur = self.nodes[id as usize].parent();
         // A chain longer than the node count repeats a node: a cycle. Counting instead of a set
         // keeps this O(depth) without hashing (the default matching calls it for every node).
         while let Some(c) = cur {
@@ -465,7 +583,7 @@ impl Graph {
                 return Vec::new();
             }
             out.push(c);
-            cur = self.nodes[c as usize].parent;
+            cur = self.nodes[c as usize].parent();
         }
         out.reverse();
         out
@@ -485,7 +603,7 @@ impl Graph {
         }
         let n = &self.nodes[id as usize];
         let entry = n
-            .entry
+            .entry()
             .and_then(|e| dump.entries.get(e as usize))
             .map(|e| e.value);
         let items =
@@ -605,9 +723,9 @@ impl Graph {
                     backward = true;
                 }
             }
-            self.nodes[*c as usize].micro_step = Some(step);
-            if let (Some(o), Some(p)) = (other.as_deref_mut(), self.nodes[*c as usize].partner) {
-                o.nodes[p as usize].micro_step = Some(step);
+            self.nodes[*c as usize].set_micro_step(Some(step));
+            if let (Some(o), Some(p)) = (other.as_deref_mut(), self.nodes[*c as usize].partner()) {
+                o.nodes[p as usize].set_micro_step(Some(step));
             }
         }
         self.propagate_micro(ROOT);
@@ -615,9 +733,9 @@ impl Graph {
             let rc = o.nodes[ROOT as usize].children.clone();
             for c in rc {
                 let n = &mut o.nodes[c as usize];
-                if n.micro_step.is_none() {
+                if n.micro_step().is_none() {
                     let name = o.names.str(n.name);
-                    n.micro_step = Some(name.rsplit('.').next().and_then(py_int).unwrap_or(0));
+                    n.set_micro_step(Some(name.rsplit('.').next().and_then(py_int).unwrap_or(0)));
                 }
             }
             o.propagate_micro(ROOT);
@@ -629,9 +747,9 @@ impl Graph {
         let mut stack = vec![root];
         while let Some(id) = stack.pop() {
             let n = &self.nodes[id as usize];
-            if let (Some(p), None) = (n.parent, n.micro_step) {
-                let m = self.nodes[p as usize].micro_step;
-                self.nodes[id as usize].micro_step = m;
+            if let (Some(p), None) = (n.parent(), n.micro_step()) {
+                let m = self.nodes[p as usize].micro_step();
+                self.nodes[id as usize].set_micro_step(m);
             }
             for c in self.nodes[id as usize].children.iter().rev() {
                 stack.push(*c);
@@ -772,15 +890,16 @@ impl Builder<'_> {
                 None => name.replace("backward", "forward"),
             };
             stack = match self.g.get(&fwd_name) {
-                Some(f) => self.g.nodes[f as usize].stack,
+                Some(f) => self.g.stack(self.g.nodes[f as usize].stack),
                 None => Stack::NoForward,
             };
         }
+        let stack = self.g.stack_id(stack);
         let n = &mut self.g.nodes[id as usize];
-        n.entry = entry;
+        n.set_entry(entry);
         n.stack = stack;
         if self.d.is_megatron() {
-            n.micro_step = Some(name_id.map_or(0, |i| self.d.micro_of_id(i)));
+            n.set_micro_step(Some(name_id.map_or(0, |i| self.d.micro_of_id(i))));
         }
         id
     }
@@ -918,7 +1037,7 @@ impl Builder<'_> {
             let Some((p, _)) = forward_n(name) else {
                 continue;
             };
-            match n.parent {
+            match n.parent() {
                 None => continue,
                 Some(par) if par == ROOT => continue,
                 _ => {}
@@ -950,7 +1069,7 @@ impl Builder<'_> {
             let Some(no_rc_node) = list.pop() else {
                 continue;
             };
-            let Some(up) = self.g.nodes[no_rc_node as usize].parent else {
+            let Some(up) = self.g.nodes[no_rc_node as usize].parent() else {
                 continue;
             };
             let target = fwd_to_bwd(self.g.name(up));
@@ -960,7 +1079,7 @@ impl Builder<'_> {
             let anc = self.g.ancestors(new_up);
             let rc_name = self.g.name(*rc_id);
             if !anc.iter().any(|a| self.g.name(*a) == rc_name) {
-                self.g.nodes[*rc_id as usize].parent = Some(new_up);
+                self.g.nodes[*rc_id as usize].set_parent(Some(new_up));
                 self.g.nodes[new_up as usize].children.push(*rc_id);
                 if let Some(ix) = recompute_index.get(rc_id) {
                     del.push(*ix);
@@ -998,14 +1117,14 @@ impl Builder<'_> {
                     let name = self.g.names.intern(&format!("Apis_Between_Modules.{k}"));
                     let id = self.g.add(name, NodeOp::ApiCollection, None);
                     for n in &run {
-                        self.g.nodes[*n as usize].parent = Some(id);
+                        self.g.nodes[*n as usize].set_parent(Some(id));
                     }
-                    let first_micro = self.g.nodes[run[0] as usize].micro_step;
+                    let first_micro = self.g.nodes[run[0] as usize].micro_step();
                     let coll = &mut self.g.nodes[id as usize];
                     coll.children = run;
-                    coll.parent = Some(ROOT);
+                    coll.set_parent(Some(ROOT));
                     if first_micro.is_some() {
-                        coll.micro_step = first_micro;
+                        coll.set_micro_step(first_micro);
                     }
                     output.push(id);
                 } else {
@@ -1069,7 +1188,7 @@ impl Builder<'_> {
                 }
                 let interned = self.g.names.intern(&name);
                 let id = self.g.add(interned, NodeOp::Module, Some(parent));
-                self.g.nodes[id as usize].entry = d.entry_id(&name);
+                self.g.nodes[id as usize].set_entry(d.entry_id(&name));
             }
         }
     }
@@ -1105,7 +1224,7 @@ fn params_grad_suffix(name: &str) -> Option<usize> {
 /// The batch p2p info of a node (`op`, `peer`, `group_id` of each P2POp in output[0]).
 pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> {
     let n = g.node(id);
-    let Some(e) = n.entry.and_then(|e| d.entries.get(e as usize)) else {
+    let Some(e) = n.entry().and_then(|e| d.entries.get(e as usize)) else {
         return Vec::new();
     };
     let s = &d.store;

@@ -575,7 +575,7 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         let all_name = format!("{ABM_ALL}.{counter}");
         counter += 1;
         let mut all = main.graph.new_node(&all_name, NodeOp::ApiCollection);
-        all.parent = Some(ROOT);
+        all.set_parent(Some(ROOT));
         all.children = vec![c];
         let all_id = main.graph.nodes.len() as NodeId;
         main.graph.nodes.push(all);
@@ -586,7 +586,7 @@ fn merge_api_collections(ranks: &mut [RankGraph]) {
         let renamed = format!("{ABM}_Rank{}.{seg}", main.rank);
         main.graph.index_remove(&name);
         main.graph.set_name(c, &renamed);
-        main.graph.nodes[c as usize].parent = Some(all_id);
+        main.graph.nodes[c as usize].set_parent(Some(all_id));
         main.graph.index_insert(c);
         main.touch(c);
         for o in others.iter() {
@@ -658,19 +658,19 @@ fn adopt_plain(
 /// graph's names) and stack in the main rank's, its links and data cleared.
 fn node_copy(o: &RankGraph, id: NodeId, main: &mut RankGraph, parent: Option<NodeId>) -> Node {
     let src = &o.graph.nodes[id as usize];
-    let to = &mut main.dump.store;
-    let mut n = src.clone();
-    n.name = main.graph.names.intern(o.graph.name(id));
-    n.parent = parent;
-    n.children = Vec::new();
-    n.entry = None;
-    n.partner = None;
-    n.precision = None;
-    n.modified = false;
-    n.stack = match src.stack {
-        Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, to)),
+    let stack = match o.graph.stack(src.stack) {
+        Stack::Val(v) => Stack::Val(transplant(&o.dump.store, v, &mut main.dump.store)),
         s => s,
     };
+    let mut n = src.clone();
+    n.stack = main.graph.stack_id(stack);
+    n.name = main.graph.names.intern(o.graph.name(id));
+    n.set_parent(parent);
+    n.children = Vec::new();
+    n.set_entry(None);
+    n.set_partner(None);
+    n.set_precision(None);
+    n.modified = false;
     n
 }
 
@@ -1038,7 +1038,7 @@ impl Tp<'_> {
                 continue;
             }
             let n = &self.g().nodes[id as usize];
-            let Some(p) = n.parent else { continue };
+            let Some(p) = n.parent() else { continue };
             let pn = &self.g().nodes[p as usize];
             let pname = self.g().name(p);
             if pn.op != NodeOp::Module
@@ -1376,7 +1376,7 @@ impl Tp<'_> {
         {
             return;
         }
-        let Some(p) = n.parent else { return };
+        let Some(p) = n.parent() else { return };
         let siblings = &self.g().nodes[p as usize].children;
         let (mut start, mut end) = (None, None);
         for (i, s) in siblings.iter().enumerate() {
@@ -1410,9 +1410,9 @@ impl Tp<'_> {
             self.info(cur).push(line);
             let cn = &self.g().nodes[cur as usize];
             let matmul = self.g().name(cur).contains("matmul");
-            if cur == first || (matmul && cn.parent == Some(first)) {
+            if cur == first || (matmul && cn.parent() == Some(first)) {
                 pin.retain(|t| t.key != "input.0");
-            } else if cur == last || (matmul && cn.parent == Some(last)) {
+            } else if cur == last || (matmul && cn.parent() == Some(last)) {
                 pout.clear();
                 pin.retain(|t| t.key != "parameters.bias");
             }
@@ -1591,7 +1591,7 @@ impl Tp<'_> {
             }
             if split {
                 self.pp_merged.insert(id);
-                let up = self.g().nodes[id as usize].parent;
+                let up = self.g().nodes[id as usize].parent();
                 for (r, oid) in others {
                     let copy = self.move_marked(r, oid, up);
                     if let Some(u) = up {
@@ -1729,7 +1729,7 @@ impl Tp<'_> {
 
     fn move_one(&mut self, r: usize, oid: NodeId, parent: Option<NodeId>, rank: i64) -> NodeId {
         let orig = self.cur_name(r, oid).to_string();
-        let position = match self.others[r].graph.nodes[oid as usize].parent {
+        let position = match self.others[r].graph.nodes[oid as usize].parent() {
             Some(p) => self.others[r].graph.nodes[p as usize]
                 .children
                 .iter()
@@ -1760,7 +1760,7 @@ impl Tp<'_> {
         while let Some(node) = stack.pop() {
             let name = self.g().name(node).to_string();
             if mark_of(&name).is_some() {
-                if let Some(parent) = self.g().nodes[node as usize].parent {
+                if let Some(parent) = self.g().nodes[node as usize].parent() {
                     let forward = name.contains(".forward.") || name.contains(".forward%");
                     let sibs = self.g().nodes[parent as usize].children.clone();
                     let (s1, mut s2): (Vec<NodeId>, Vec<NodeId>) = sibs
@@ -2028,7 +2028,7 @@ impl Tp<'_> {
         }
         let mut parents: Vec<(String, NodeId)> = Vec::new();
         while let Some(cur) = stack.pop() {
-            let up = self.g().nodes[cur as usize].parent;
+            let up = self.g().nodes[cur as usize].parent();
             let up_name = up.map(|u| self.g().name(u).to_string());
             let known = up_name
                 .as_ref()
@@ -2062,7 +2062,7 @@ impl Tp<'_> {
                     g.nodes[node as usize].children = v;
                 }
                 for k2 in &kids {
-                    g.nodes[*k2 as usize].parent = Some(node);
+                    g.nodes[*k2 as usize].set_parent(Some(node));
                 }
                 let anc = g.ancestors(t);
                 if anc.len() < 2 {
@@ -2322,7 +2322,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
     let mut construct: Vec<(String, J)> = Vec::new();
     for id in &order {
         let n = graph.node(*id);
-        if let Some(p) = n.parent {
+        if let Some(p) = n.parent() {
             let parent = J::Str(graph.name(p).to_string());
             let name = graph.name(*id);
             match construct.iter_mut().find(|(k2, _)| k2 == name) {
@@ -2335,7 +2335,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
     let mut groups: Vec<(Vec<String>, Vec<J>)> = Vec::new();
     for id in &order {
         let n = graph.node(*id);
-        let info: Vec<J> = match n.stack {
+        let info: Vec<J> = match graph.stack(n.stack) {
             Stack::Empty => Vec::new(),
             Stack::NoForward => vec![J::Str(crate::graph::NO_FORWARD_STACK.to_string())],
             Stack::Val(v @ Val::List { .. }) => dump

@@ -527,7 +527,7 @@ pub fn compare_tensors(
     let (reader_n, reader_b) = readers(dn, db);
     let (mut failed, mut first): (usize, Option<String>) = (0, None);
     for (n, b) in pending {
-        if gn.nodes[n as usize].partner != Some(b) {
+        if gn.nodes[n as usize].partner() != Some(b) {
             continue;
         }
         let (in_n, out_n) = gn.io(dn, n);
@@ -591,7 +591,7 @@ pub fn compare_tensors(
         {
             p = 0.0;
         }
-        gn.nodes[n as usize].precision = Some(Precision(p));
+        gn.nodes[n as usize].set_precision(Some(Precision(p)));
     }
     let mut out = Vec::new();
     if let Some(why) = first {

@@ -333,8 +333,9 @@ pub fn plan(npu: &dyn Files, bench: Option<&dyn Files>) -> Result<Plan> {
     })
 }
 
-/// Reads the three files of a rank folder. dump.json is streamed through the parser
-/// ([`Files::read_chunks`]): it is never held whole.
+/// Reads the three files of a rank folder. construct.json and dump.json are streamed through the
+/// parser ([`Files::read_chunks`]): they are never held whole (a bad construct.json is read again
+/// whole for its message).
 pub fn load_rank(f: &dyn Files, dir: &str) -> Result<RankDump> {
     let names = FileNames {
         dump: f.display(&join(dir, "dump.json")),
@@ -351,7 +352,23 @@ pub fn load_rank(f: &dyn Files, dir: &str) -> Result<RankDump> {
     let dump_size = f.size(&d)?;
     let stack_size = f.size(&s)?;
     let mut p = RankParser::new(names, dump_size, stack_size)?;
-    p.construct(&f.read(&c)?);
+    // construct.json in chunks too; read again whole only for the message of a bad one (the
+    // chunks stop where it is found bad).
+    let mut bad = false;
+    let read = f.read_chunks(&c, &mut |chunk| {
+        bad = !p.construct_chunk(chunk);
+        match bad {
+            false => Ok(()),
+            true => Err(Error::input(&c, "stop")),
+        }
+    });
+    match read {
+        Err(_) if bad => {}
+        r => r?,
+    }
+    if !p.construct_end() {
+        p.construct(&f.read(&c)?);
+    }
     f.read_chunks(&d, &mut |chunk| p.dump_chunk(chunk))?;
     p.dump_end()?;
     p.stack(&f.read(&s)?)?;

@@ -292,7 +292,7 @@ impl SideIx {
         }
         let mut depth = vec![0u32; n];
         for &id in &order {
-            if let Some(p) = g.node(id).parent {
+            if let Some(p) = g.node(id).parent() {
                 depth[id as usize] = depth[p as usize] + 1;
             }
         }
@@ -672,7 +672,7 @@ fn key(s: &SideIx, id: NodeId) -> (Kind, Dir, u32) {
 fn nma(g: &Graph, s: &SideIx, partner: &[Option<NodeId>]) -> Vec<Option<NodeId>> {
     let mut out = vec![None; g.nodes.len()];
     for &id in &s.order {
-        if let Some(p) = g.node(id).parent {
+        if let Some(p) = g.node(id).parent() {
             out[id as usize] = if partner[p as usize].is_some() {
                 Some(p)
             } else {
@@ -723,8 +723,8 @@ fn gaps(
 
 impl Round {
     fn new(gn: &Graph, gb: &Graph, ni: &SideIx, bi: &SideIx) -> Round {
-        let pn: Vec<Option<NodeId>> = gn.nodes.iter().map(|x| x.partner).collect();
-        let pb: Vec<Option<NodeId>> = gb.nodes.iter().map(|x| x.partner).collect();
+        let pn: Vec<Option<NodeId>> = gn.nodes.iter().map(|x| x.partner()).collect();
+        let pb: Vec<Option<NodeId>> = gb.nodes.iter().map(|x| x.partner()).collect();
         let nma_n = nma(gn, ni, &pn);
         let nma_b = nma(gb, bi, &pb);
         let mut groups_n: HashMap<(NodeId, Kind, Dir, u32), Vec<NodeId>> = HashMap::default();
@@ -1167,12 +1167,12 @@ pub fn accept_all(res: &mut PairResult, min_score: f64) -> Vec<(NodeId, NodeId)>
                 .map_or(0.0, |c| c.score)
         };
         let deferred = |u: NodeId, v: NodeId, s: f64| -> bool {
-            if let Some(p) = gn.node(u).parent {
+            if let Some(p) = gn.node(u).parent() {
                 if r.pn[p as usize].is_none() && score_of(p, v) >= s - DEFER {
                     return true;
                 }
             }
-            if let Some(q) = gb.node(v).parent {
+            if let Some(q) = gb.node(v).parent() {
                 if r.pb[q as usize].is_none() && score_of(u, q) >= s - DEFER {
                     return true;
                 }

@@ -191,18 +191,18 @@ pub fn write_columns(
     };
     // The sections in turn, each a pass over the nodes.
     for x in nodes() {
-        let p = x.precision.map(|p| p.0).filter(|p| p.is_finite());
+        let p = x.precision().map(|p| p.0).filter(|p| p.is_finite());
         out.bytes(&p.unwrap_or(f64::NAN).to_le_bytes());
     }
     for x in nodes() {
-        out.bytes(&index(order, x.parent).to_le_bytes());
+        out.bytes(&index(order, x.parent()).to_le_bytes());
     }
     for x in nodes() {
-        let m = other.map_or(-1, |o| index(o, x.partner));
+        let m = other.map_or(-1, |o| index(o, x.partner()));
         out.bytes(&m.to_le_bytes());
     }
     for x in nodes() {
-        out.bytes(&(x.micro_step.unwrap_or(0) as i32).to_le_bytes());
+        out.bytes(&(x.micro_step().unwrap_or(0) as i32).to_le_bytes());
     }
     for end in subtree_ends(g, order) {
         out.bytes(&(end as i32).to_le_bytes());
@@ -362,7 +362,7 @@ pub fn node_dto(res: &PairResult, side: SideSel, id: NodeId) -> Option<NodeDto> 
             .collect()
     };
     let mut rows = Vec::new();
-    if let (Some(p), Some(_)) = (node.partner, other) {
+    if let (Some(p), Some(_)) = (node.partner(), other) {
         let other_side = match side {
             SideSel::Npu => SideSel::Bench,
             SideSel::Bench => SideSel::Npu,
@@ -383,20 +383,20 @@ pub fn node_dto(res: &PairResult, side: SideSel, id: NodeId) -> Option<NodeDto> 
         }
     }
     let link: Vec<String> =
-        serde_json::from_str(&link_json(other, node.partner)).unwrap_or_default();
+        serde_json::from_str(&link_json(other, node.partner())).unwrap_or_default();
     Some(NodeDto {
         name: g.name_of(node).to_string(),
         node_type: node.op.value(),
         up_node: node
-            .parent
+            .parent()
             .map(|p| g.name(p).to_string())
             .unwrap_or_default(),
-        precision_index: node.precision.map(|p| precision_text(p.0)),
+        precision_index: node.precision().map(|p| precision_text(p.0)),
         overflow_level: node.overflow.map(|o| o.as_str()),
         matched_node_link: link,
-        micro_step: node.micro_step.unwrap_or(0),
+        micro_step: node.micro_step().unwrap_or(0),
         modified: node.modified,
-        stack: stack_lines(&side_ref.dump, node.stack),
+        stack: stack_lines(&side_ref.dump, g.stack(node.stack)),
         input_data: fmt(&input),
         output_data: fmt(&output),
         rows,

@@ -14,8 +14,9 @@ use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 /// The wasm heap: dlmalloc (as std uses) over a memory source that grows the wasm memory in
-/// 16 MiB steps instead of the page-by-page growth of std's allocator, whose many small
-/// `memory.grow` calls were about a tenth of a large run.
+/// 1 MiB steps instead of the page-by-page growth of std's allocator, whose many small
+/// `memory.grow` calls were about a tenth of a large run. (The steps were 16 MiB until the
+/// tenth session: the memory ended up to a step above the heap's top, 8 MiB on average.)
 ///
 /// When the memory cannot grow (the wasm32 limit of 4 GiB, what the tab may allocate, or the
 /// test cap of [`heap::set_limit`]) the size asked for is recorded: an allocation that cannot fail
@@ -27,7 +28,7 @@ mod heap {
     use std::cell::{Cell, UnsafeCell};
 
     const PAGE: usize = 65536;
-    const STEP: usize = 16 << 20;
+    const STEP: usize = 1 << 20;
 
     /// Single-threaded cells (see `Heap`'s `Sync`).
     struct Stat(Cell<usize>);
@@ -443,8 +444,8 @@ impl Files for MemFiles {
             _ => self.read(path).map(|b| b.len() as u64),
         }
     }
-    /// A lazy file (a dump.json the worker keeps as a `File`) is read in 16 MB slices through
-    /// the reader, so it never sits whole in the wasm memory.
+    /// A lazy file (a dump.json or construct.json the worker keeps as a `File`) is read in
+    /// 4 MiB slices through the reader, so it never sits whole in the wasm memory.
     fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
         let slice = SLICE.with(|s| s.get()) as f64;
         let total = match self.lazy.get(path) {
@@ -1519,11 +1520,11 @@ fn side_state(
         .iter()
         .map(|id| {
             let n = g.node(*id);
-            let m = match (other, n.partner) {
+            let m = match (other, n.partner()) {
                 (Some(o), Some(p)) => o.index_of.get(p as usize).copied().unwrap_or(-1),
                 _ => -1,
             };
-            (n.precision.map(|p| p.0), m)
+            (n.precision().map(|p| p.0), m)
         })
         .collect()
 }

@@ -45,35 +45,35 @@ fn check(g: &Graph, order: &Order, other: Option<&Order>) -> [usize; 6] {
         let x = g.node(id);
         let name = g.name(id);
         assert_eq!(d.names[i], name, "name of {i}");
-        let parent = x.parent.map_or(-1, |p| mine[&p]);
+        let parent = x.parent().map_or(-1, |p| mine[&p]);
         assert_eq!(d.parent[i], parent, "parent of {name}");
         assert!(parent < i as i32, "pre-order");
         if parent >= 0 {
             depth[i] = depth[parent as usize] + 1;
         }
-        let matched = match (&theirs, x.partner) {
+        let matched = match (&theirs, x.partner()) {
             (Some(t), Some(p)) => t.get(&p).copied().unwrap_or(-1),
             _ => -1,
         };
         assert_eq!(d.matched[i], matched, "matched of {name}");
-        match x.precision {
+        match x.precision() {
             Some(p) => assert_eq!(d.precision[i].to_bits(), p.0.to_bits(), "{name}"),
             None => assert!(d.precision[i].is_nan(), "precision of {name}"),
         }
-        assert_eq!(d.micro_step[i], x.micro_step.unwrap_or(0) as i32);
+        assert_eq!(d.micro_step[i], x.micro_step().unwrap_or(0) as i32);
         assert_eq!(d.node_type[i], x.op.value());
         let level = match d.overflow[i] {
             0 => None,
             k => Some(d.levels[k as usize - 1].as_str()),
         };
         assert_eq!(level, x.overflow.map(|o| o.as_str()), "overflow of {name}");
-        seen[0] += usize::from(x.precision.is_none());
-        seen[1] += usize::from(x.precision.is_some());
+        seen[0] += usize::from(x.precision().is_none());
+        seen[1] += usize::from(x.precision().is_some());
         seen[2] += usize::from(matched < 0);
         seen[3] += usize::from(matched >= 0);
         seen[4] += usize::from(level.is_some());
         seen[5] += usize::from(!name.is_ascii());
-        if x.micro_step == Some((1 << 32) + 7) {
+        if x.micro_step() == Some((1 << 32) + 7) {
             assert_eq!(d.micro_step[i], 7);
         }
     }
@@ -123,8 +123,8 @@ fn graph_columns_of_a_compare() {
         }
         g.set_name(7, &format!("模块.{}.层·ü", g.name(7)));
         g.set_name(8, &format!("\u{feff}{}", g.name(8)));
-        g.nodes[9].micro_step = Some(2);
-        g.nodes[10].micro_step = Some((1 << 32) + 7);
+        g.nodes[9].set_micro_step(Some(2));
+        g.nodes[10].set_micro_step(Some((1 << 32) + 7));
     }
     let (on, ob) = orders(&res);
     let ob = ob.unwrap();

@@ -92,7 +92,7 @@ fn matched(res: &PairResult) -> BTreeSet<(String, String)> {
         .into_iter()
         .filter_map(|id| {
             g.node(id)
-                .partner
+                .partner()
                 .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()
@@ -250,7 +250,7 @@ fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
             .graph
             .pre_order()
             .into_iter()
-            .map(|id| r.npu.graph.node(id).partner)
+            .map(|id| r.npu.graph.node(id).partner())
             .collect()
     };
     let before = partners(&res);

@@ -89,7 +89,7 @@ fn verdict(res: &PairResult, name: &str) -> (Option<f64>, Vec<String>) {
         .filter(|(k, v)| k == "Err_message" && v != "[]")
         .map(|(_, v)| v.clone())
         .collect();
-    (g.node(id).precision.map(|p| p.0), msgs)
+    (g.node(id).precision().map(|p| p.0), msgs)
 }
 
 const SHAPE: &str = "The shape of NPU and Bench are inconsistent";
@@ -125,9 +125,13 @@ fn permuted_layouts_are_judged_on_their_statistics() {
             .into_iter()
             .filter(|id| {
                 g.name(*id).starts_with("Module.")
-                    && g.node(*id)
-                        .precision
-                        .is_some_and(|x| if pass { x.0 == 0.0 } else { x.0 == 1.0 })
+                    && g.node(*id).precision().is_some_and(|x| {
+                        if pass {
+                            x.0 == 0.0
+                        } else {
+                            x.0 == 1.0
+                        }
+                    })
             })
             .count()
     };

@@ -70,10 +70,10 @@ fn manual_match_of_a_mapped_pair_equals_the_mapping_result() {
     let mut manual = case(false);
     let n = manual.npu.graph.get(npu).unwrap();
     assert!(
-        manual.npu.graph.node(n).partner.is_none(),
+        manual.npu.graph.node(n).partner().is_none(),
         "grey before the manual match"
     );
-    assert!(manual.npu.graph.node(n).precision.is_none());
+    assert!(manual.npu.graph.node(n).precision().is_none());
     apply(&mut manual, npu, bench, false);
     let want = rows(&mapped)
         .into_iter()
@@ -95,7 +95,7 @@ fn unmatch_then_rematch_restores_the_result() {
     let before = rows(&res);
     let npu = "Module.0.module.module.decoder.layers.0.mlp.MLP.forward.0";
     let n = res.npu.graph.get(npu).unwrap();
-    let partner = res.npu.graph.node(n).partner.unwrap();
+    let partner = res.npu.graph.node(n).partner().unwrap();
     let bench_name = res.bench.as_ref().unwrap().graph.name(partner).to_string();
     {
         let bs = res.bench.as_mut().unwrap();

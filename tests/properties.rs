@@ -166,8 +166,8 @@ fn a_dump_compared_with_itself_is_all_pass() {
             let reachable = g.pre_order();
             for id in &reachable {
                 let n = g.node(*id);
-                assert!(n.partner.is_some(), "{where_}: {} unmatched", g.name(*id));
-                if let Some(pr) = n.precision {
+                assert!(n.partner().is_some(), "{where_}: {} unmatched", g.name(*id));
+                if let Some(pr) = n.precision() {
                     assert_eq!(pr.0, 0.0, "{where_}: {} precision {}", g.name(*id), pr.0);
                 }
             }
@@ -235,9 +235,9 @@ fn derived_rows_are_the_compared_rows() {
                 let mut derived = compare(gn1, &dn, gb1, &db, mode, &opts(true));
                 // One manual re-match on both: the first matched NPU module gets its partner again.
                 if let Some(n) = (0..gn0.nodes.len() as u32)
-                    .find(|n| gn0.nodes[*n as usize].partner.is_some() && *n != 0)
+                    .find(|n| gn0.nodes[*n as usize].partner().is_some() && *n != 0)
                 {
-                    let b = gn0.nodes[n as usize].partner.unwrap();
+                    let b = gn0.nodes[n as usize].partner().unwrap();
                     manual_match(gn0, &dn, gb0, &db, mode, &mut stored, n, b, true);
                     manual_match(gn1, &dn, gb1, &db, mode, &mut derived, n, b, true);
                 }
@@ -278,8 +278,8 @@ fn derived_rows_are_the_compared_rows() {
                 }
                 for (x, y) in gn0.nodes.iter().zip(&gn1.nodes) {
                     assert_eq!(
-                        (x.precision, x.partner),
-                        (y.precision, y.partner),
+                        (x.precision(), x.partner()),
+                        (y.precision(), y.partner()),
                         "{where_}: {}",
                         gn0.name_of(x)
                     );

@@ -95,7 +95,7 @@ fn unmatch_then_rematch_recomputes_the_tensor_rows() {
     let mut res = case(true);
     let before = rows(&res);
     let n = res.npu.graph.get(NODE).unwrap();
-    let partner = res.npu.graph.node(n).partner.unwrap();
+    let partner = res.npu.graph.node(n).partner().unwrap();
     {
         let bs = res.bench.as_mut().unwrap();
         unmatch(

@@ -126,7 +126,7 @@ fn pairs(res: &PairResult) -> BTreeSet<(String, String)> {
         .into_iter()
         .filter_map(|id| {
             g.node(id)
-                .partner
+                .partner()
                 .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()

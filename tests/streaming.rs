@@ -1,6 +1,6 @@
-//! dump.json read in chunks (`RankParser`, what the CLI and the page do) gives exactly what a
-//! whole-file parse gives: the same model, the same error, message and place, for every dump of
-//! the fixtures and of the bad-input corpus, cut at every kind of boundary.
+//! dump.json and construct.json read in chunks (`RankParser`, what the CLI and the page do) give
+//! exactly what a whole-file parse gives: the same model, the same error, message and place, for
+//! every rank folder of the fixtures and of the bad-input corpus, cut at every kind of boundary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -130,6 +130,63 @@ fn chunked_edge_cases() {
                 "case {i} ({:?}), {n}-byte chunks",
                 String::from_utf8_lossy(c)
             );
+        }
+    }
+}
+
+/// construct.json cut inside every token kind and between members, well formed or not: the
+/// same model or the same message as the whole file (a bad one is read again whole).
+#[test]
+fn chunked_construct_edge_cases() {
+    let dump = br#"{"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": null, "data": {"Module.m.M.forward.0": {"input_args": [], "output": [{"type": "int", "value": 3}]}, "Functional.a.0.forward": {"input_args": [], "output": [null]}}}"#;
+    let ok = "{\n \"Module.m.M.forward.0\": null,\n \"Functional.a.0.forward\": \"Module.m.M.forward.0\",\n \"Module.caf\\u00e9 \\\"q\\\" {[,]}.forward.0\": \"\",\n \"Functional.a.0.forward\": \"Module.m.M.forward.0\"\n}\n";
+    let megatron = r#"{"megatron_micro_step_number": 2, "Module.m.M.forward.0": [null, 1], "Functional.a.0.forward": ["Module.m.M.forward.0", 1.0]}"#;
+    let mut cases: Vec<String> = vec![ok.into(), megatron.into(), "{}".into(), " { } ".into()];
+    for cut in 0..ok.len() {
+        if ok.is_char_boundary(cut) {
+            cases.push(ok[..cut].into());
+        }
+    }
+    for bad in [
+        "[]",
+        "null",
+        "{\"a\": 1}",
+        "{\"a\": [\"b\"]}",
+        "{\"a\": null,}",
+        "{\"a\": null} x",
+        "{\"a\" null}",
+        "{\"a\": nul}",
+        "{\"a\": [null, 1]], \"b\": null}",
+        "{\"a\": {\"b\": [}}",
+        "{a: null}",
+        "{\"a\": \"\\x\"}",
+        "{\"megatron_micro_step_number\": 1, \"a\": null}",
+        "",
+        "\u{feff}{}",
+    ] {
+        cases.push(bad.into());
+    }
+    // The well-formed ones are read in chunks to the end, the others are handed back.
+    let streamed = |c: &str, n: usize| {
+        let mut p = probelens::dump::RankParser::new(FileNames::in_dir("r"), 0, 0).unwrap();
+        for part in c.as_bytes().chunks(n) {
+            if !p.construct_chunk(part) {
+                break;
+            }
+        }
+        p.construct_end()
+    };
+    for n in [1, 7, 4096] {
+        assert!(streamed(ok, n) && streamed(megatron, n) && streamed(" { } ", n));
+        assert!(!streamed(&ok[..ok.len() - 3], n) && !streamed("{\"a\": null,}", n));
+        assert!(!streamed("[]", n) && !streamed("", n) && !streamed("{} x", n));
+    }
+    for (i, c) in cases.iter().enumerate() {
+        let names = FileNames::in_dir("r");
+        let whole = summary(&RankDump::parse(names.clone(), dump, c.as_bytes(), b"{}"));
+        for n in [1, 2, 3, 5, 8, 13, 4096] {
+            let got = summary(&chunked(names.clone(), dump, c.as_bytes(), b"{}", n));
+            assert_eq!(got, whole, "case {i} ({c:?}), {n}-byte chunks");
         }
     }
 }

@@ -97,7 +97,7 @@ fn matched(res: &PairResult) -> BTreeMap<String, String> {
         .into_iter()
         .filter_map(|id| {
             g.node(id)
-                .partner
+                .partner()
                 .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()

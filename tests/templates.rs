@@ -48,7 +48,7 @@ fn pairs(tp: &str, gp: &str, lm: LayerMapping) -> BTreeSet<(String, String)> {
         .into_iter()
         .filter_map(|id| {
             g.node(id)
-                .partner
+                .partner()
                 .map(|p| (g.name(id).to_string(), gb.name(p).to_string()))
         })
         .collect()

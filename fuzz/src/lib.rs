@@ -123,7 +123,15 @@ pub fn parse_chunked(
     n: usize,
 ) -> probelens::Result<RankDump> {
     let mut p = RankParser::new(names, dump.len() as u64, stack.len() as u64)?;
-    p.construct(construct);
+    // As `run::load_rank`: construct.json in chunks, again whole only when it is bad.
+    for c in construct.chunks(n.max(1)) {
+        if !p.construct_chunk(c) {
+            break;
+        }
+    }
+    if !p.construct_end() {
+        p.construct(construct);
+    }
     for c in dump.chunks(n.max(1)) {
         p.dump_chunk(c)?;
     }
@@ -155,7 +163,12 @@ pub fn dump_parse(data: &[u8]) {
 /// The input is construct.json; dump.json and stack.json are the valid base. The same
 /// construct is compared against itself, then against the base graph.
 pub fn graph_build(data: &[u8]) {
-    let Ok(npu) = RankDump::parse(names(), BASE_DUMP, data, BASE_STACK) else {
+    let whole = RankDump::parse(names(), BASE_DUMP, data, BASE_STACK);
+    // construct.json fed in chunks (as the CLI and the page read it) must give the same result.
+    let n = 1 + data.first().map_or(0, |b| *b as usize % 61);
+    let chunked = parse_chunked(names(), BASE_DUMP, data, BASE_STACK, n);
+    assert_eq!(summary(&whole), summary(&chunked), "{n}-byte chunks");
+    let Ok(npu) = whole else {
         return;
     };
     let Ok(same) = RankDump::parse(names(), BASE_DUMP, data, BASE_STACK) else {

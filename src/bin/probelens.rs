@@ -1055,11 +1055,11 @@ fn print_counts(pair: &PairPlan, res: &run::PairResult) {
     let reachable = g.post_order();
     let matched = reachable
         .iter()
-        .filter(|id| g.node(**id).partner.is_some())
+        .filter(|id| g.node(**id).partner().is_some())
         .count();
     let errors = reachable
         .iter()
-        .filter(|id| g.node(**id).precision.is_some_and(|p| p.0 >= 1.0))
+        .filter(|id| g.node(**id).precision().is_some_and(|p| p.0 >= 1.0))
         .count();
     println!(
         "step {} rank {}: NPU {} nodes, {} matched, {} errors",
@@ -1343,7 +1343,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
         let reachable = gn.pre_order();
         let grey = reachable
             .iter()
-            .filter(|id| gn.node(**id).partner.is_none())
+            .filter(|id| gn.node(**id).partner().is_none())
             .count();
         let sug = probelens::suggest::suggest(&res, a.min_score);
         let nodes = {

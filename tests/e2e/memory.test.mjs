@@ -5,8 +5,10 @@
 // small inputs reach the same paths:
 // - a dump.json is never held whole: the core reads it in slices while it parses it, so one far
 //   bigger than the core's memory loads when what it holds fits;
-// - a file the core reads whole (construct.json, stack.json: through the worker's reader, while its
-//   folder is parsed) and cannot even reserve room for is refused before it is read (no trap);
+// - a file the core reads whole (stack.json, through the worker's reader while its folder is
+//   parsed; a construct.json, read in slices like a dump.json, is read again whole for the message
+//   when it is not a well-formed object) and cannot even reserve room for is refused before it is
+//   read (no trap);
 // - a dump that fits as bytes but not once parsed makes an allocation fail inside the core, which
 //   aborts the wasm instance (a trap): the worker says it was the memory limit, the page replaces
 //   the worker, reads the shown result's folders into the new one and re-applies its manual
@@ -94,7 +96,8 @@ describe('the browser memory limit', () => {
   });
 
   test('a construct.json the tab cannot hold is refused before reading, naming the file; the result stays usable', async () => {
-    // 200 MB of construct.json (sparse: nothing is written), the core capped at 48 MiB.
+    // 200 MB of construct.json (sparse: nothing is written: NUL bytes, so not JSON: its first
+    // slice says so, and it is read again whole for the message), the core capped at 48 MiB.
     const npu = path.join(dir, 'big', 'npu');
     fs.mkdirSync(npu, { recursive: true });
     fs.copyFileSync(path.join(NPU_PROC, 'dump.json'), path.join(npu, 'dump.json'));
@@ -120,10 +123,11 @@ describe('the browser memory limit', () => {
   });
 
   test('running out of memory while parsing: a clear message, the shown result restored with its manual unmatch, the next load works', async () => {
-    // ~22 MB of dump.json: read in slices under a 40 MiB cap, too big once parsed. (It was ~11 MB
-    // until the parsed values took 8 bytes instead of 16: that one now fits.)
+    // ~44 MB of dump.json: read in slices under a 40 MiB cap, too big once parsed. (It was ~11 MB
+    // until the parsed values took 8 bytes instead of 16, then ~22 MB until a tensor kept only its
+    // numbers (json.rs templates): those now fit.)
     const npu = path.join(dir, 'parse', 'npu');
-    writeSyntheticDump(npu, { modules: 1000, apisPerModule: 49 });
+    writeSyntheticDump(npu, { modules: 2000, apisPerModule: 49 });
     const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
     await page.goto(`${server.url}?heap=${40 * MIB}`);
     assert.equal(await waitLoad(page, 0), 'ready', 'the demo loads under the cap');

@@ -686,38 +686,42 @@ describe('served site: big inputs', () => {
       const el = document.getElementById('progress-stage');
       new MutationObserver(() => window.__progress.push(el.textContent)).observe(el, { childList: true, characterData: true, subtree: true });
     });
-    /** Asserts that `reads` hold `side`'s dump.json read once, in order, in 4096-byte slices. */
-    const assertSlices = (reads, side, dir) => {
-      const size = fs.statSync(path.join(dir, 'dump.json')).size;
-      const mine = reads.filter((r) => r.file === `${side}/dump.json`);
-      assert.equal(mine.length, Math.ceil(size / 4096), `${side}/dump.json: ceil(${size} / 4096) slices`);
+    /** Asserts that `reads` hold `side`'s `file` read once, in order, in 4096-byte slices. */
+    const assertSlices = (reads, side, dir, file = 'dump.json') => {
+      const size = fs.statSync(path.join(dir, file)).size;
+      const mine = reads.filter((r) => r.file === `${side}/${file}`);
+      assert.equal(mine.length, Math.ceil(size / 4096), `${side}/${file}: ceil(${size} / 4096) slices`);
       mine.forEach((r, k) => {
-        assert.equal(r.offset, k * 4096, `${side} slice ${k} offset`);
-        assert.equal(r.length, Math.min(4096, size - k * 4096), `${side} slice ${k} length`);
+        assert.equal(r.offset, k * 4096, `${side} ${file} slice ${k} offset`);
+        assert.equal(r.length, Math.min(4096, size - k * 4096), `${side} ${file} slice ${k} length`);
       });
     };
     /**
-     * Asserts that, besides its dump.json, `reads` hold exactly `side`'s construct.json and stack.json,
-     * each read once and whole, construct.json before the dump.json and stack.json after it (the
-     * parse's order: neither is in the core while the dump.json is parsed).
+     * Asserts that `reads` hold exactly `side`'s three files: construct.json and dump.json each read
+     * once in 4096-byte slices (neither is ever whole in the core), stack.json once and whole, in the
+     * parse's order: construct.json, dump.json, stack.json.
      */
-    const assertWhole = (reads, side, dir) => {
+    const assertFolder = (reads, side, dir) => {
+      assertSlices(reads, side, dir, 'construct.json');
+      assertSlices(reads, side, dir, 'dump.json');
       const whole = (f) => ({ file: `${side}/${f}`, offset: 0, length: fs.statSync(path.join(dir, f)).size });
-      assert.deepEqual(reads.filter((r) => r.file !== `${side}/dump.json`), [whole('construct.json'), whole('stack.json')],
+      assert.deepEqual(reads.filter((r) => !/\/(dump|construct)\.json$/.test(r.file)), [whole('stack.json')],
         `only ${side}'s rank folder is read`);
-      const at = (f) => reads.findIndex((r) => r.file === `${side}/${f}`);
-      assert.ok(at('construct.json') < at('dump.json') && reads.findLastIndex((r) => r.file === `${side}/dump.json`) < at('stack.json'),
+      assert.ok(reads.every((r) => r.file.startsWith(`${side}/`)), `only ${side}'s rank folder is read`);
+      const first = (f) => reads.findIndex((r) => r.file === `${side}/${f}`);
+      const last = (f) => reads.findLastIndex((r) => r.file === `${side}/${f}`);
+      assert.ok(last('construct.json') < first('dump.json') && last('dump.json') < first('stack.json'),
         'construct.json, dump.json, stack.json in turn');
     };
-    // The NPU folder replaces the demo: its build graph, its dump.json read in slices, once.
+    // The NPU folder replaces the demo: its build graph, its construct.json and dump.json read in
+    // slices, once.
     let n = await loads(page);
     await page.setInputFiles('#npu-dir', NPU_PROC);
     await waitLoad(page, n);
     assert.equal((await resultSummary(page)).graphType, 'build');
     const npuReads = await page.evaluate(() => window.__probelens.lastResult.jsonReads);
-    assertSlices(npuReads, 'npu', NPU_PROC);
-    assertWhole(npuReads, 'npu', NPU_PROC);
-    // The Bench folder: the compare; its dump.json read in slices, once; the NPU side's is not read
+    assertFolder(npuReads, 'npu', NPU_PROC);
+    // The Bench folder: the compare; its files read once (as above); the NPU side's are not read
     // again (adopted from the build's session).
     n = await loads(page);
     await page.setInputFiles('#bench-dir', BENCH_PROC);
@@ -726,8 +730,7 @@ describe('served site: big inputs', () => {
     const { sent, reads, progress } = await page.evaluate(() => ({
       sent: window.__sent, reads: window.__probelens.lastResult.jsonReads, progress: window.__progress,
     }));
-    assertSlices(reads, 'bench', BENCH_PROC);
-    assertWhole(reads, 'bench', BENCH_PROC);
+    assertFolder(reads, 'bench', BENCH_PROC);
     // Sent: by handle (fileHandles), once per folder, never as bytes (fileBegin/fileChunk).
     assert.deepEqual(sent.filter((m) => /(^|\/)dump\.json$/.test(m.path ?? '')), [], 'no dump.json bytes sent to the worker');
     const handles = sent.filter((m) => m.type === 'fileHandles').map((m) => [m.side, m.files.filter((p) => p === 'dump.json')]);
