@@ -56,8 +56,9 @@ impl OverflowLevel {
 pub struct Entry {
     /// The entry's name in [`RankDump::node_names`] (read it with [`RankDump::entry_name`]).
     pub name: NameId,
-    /// The entry's value (normally an object) in [`RankDump::store`].
-    pub value: Val,
+    /// The entry's value (normally an object) in [`RankDump::store`]: read it with
+    /// `store.val(e.value)` (8 bytes instead of a 16-byte [`Val`]: an entry is 16 bytes).
+    pub value: crate::json::Word,
     /// Overflow scene after msprobe's ignore rules.
     pub overflow: Option<OverflowLevel>,
 }
@@ -1126,6 +1127,7 @@ impl RankDump {
             u32::MAX => {
                 let i = self.entries.len() as u32;
                 self.entry_pos[id.0 as usize] = i;
+                let value = self.store.keep(value);
                 self.entries.push(Entry {
                     name: id,
                     value,
@@ -1134,6 +1136,7 @@ impl RankDump {
                 i
             }
             i => {
+                let value = self.store.keep(value);
                 if let Some(e) = self.entries.get_mut(i as usize) {
                     e.value = value;
                     e.overflow = overflow;
@@ -1186,7 +1189,10 @@ impl RankDump {
             }
             w.count += count;
         }
-        self.has_md5 = self.entries.iter().any(|e| md5_find(&self.store, e.value));
+        self.has_md5 = self
+            .entries
+            .iter()
+            .any(|e| md5_find(&self.store, self.store.val(e.value)));
         if let Some(d) = self.item_warnings.take() {
             self.diagnostics.push(d.into_diagnostic(f));
         }

@@ -605,7 +605,7 @@ impl Graph {
         let entry = n
             .entry()
             .and_then(|e| dump.entries.get(e as usize))
-            .map(|e| e.value);
+            .map(|e| dump.store.val(e.value));
         let items =
             read_op(&dump.store, entry, self.name_of(n), &dump.names.dump).unwrap_or_default();
         input_output(&dump.store, items)
@@ -1228,7 +1228,7 @@ pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> 
         return Vec::new();
     };
     let s = &d.store;
-    let Some(out) = s.get(e.value, "output") else {
+    let Some(out) = s.get(s.val(e.value), "output") else {
         return Vec::new();
     };
     let Some(first) = s.list(out).first() else {

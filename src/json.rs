@@ -136,6 +136,11 @@ impl Packed {
     }
 }
 
+/// A [`Val`] of a [`Store`] in 8 bytes ([`Store::keep`], [`Store::val`]): half an enum's size, for
+/// values held in their thousands outside the store (each dump.json entry's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Word(Packed);
+
 /// Values in a [`Store`] side by side: a list's elements or an object's member values.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Vals<'a> {
@@ -403,6 +408,15 @@ impl Store {
             self.wide.push(v);
             Packed(T_WIDE << 48 | i)
         })
+    }
+    /// `v` in 8 bytes, to keep outside the store ([`Store::val`] reads it back; a value that
+    /// does not fit a word goes to the store's side list, as in the arena).
+    pub fn keep(&mut self, v: Val) -> Word {
+        Word(self.pack(v))
+    }
+    /// The value a [`Word`] of this store holds.
+    pub fn val(&self, w: Word) -> Val {
+        w.0.get(&self.wide)
     }
     /// The members of object `v` (none if `v` is not an object).
     pub fn obj(&self, v: Val) -> Obj<'_> {

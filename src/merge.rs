@@ -2410,7 +2410,9 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             continue;
         }
         let nid = graph.name(*id);
-        let raw = dump.entry(nid).map(|e| J::from_val(&dump.store, e.value));
+        let raw = dump
+            .entry(nid)
+            .map(|e| J::from_val(&dump.store, dump.store.val(e.value)));
         let entry = match raw {
             Some(J::Obj(fields)) => {
                 let mut out = Vec::new();

@@ -99,7 +99,7 @@ pub fn summary(r: &probelens::Result<RankDump>) -> String {
         s.push_str(&format!(
             "{name} {found} {:?} {}\n",
             e.overflow,
-            probelens::pyfmt::py_str(&d.store, e.value)
+            probelens::pyfmt::py_str(&d.store, d.store.val(e.value))
         ));
     }
     s.push_str(&format!("{:?}\n", d.construct_iter().collect::<Vec<_>>()));
