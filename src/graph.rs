@@ -1249,6 +1249,16 @@ pub fn batch_p2p_info(d: &RankDump, g: &Graph, id: NodeId) -> Vec<(Py, Py, Py)> 
 mod tests {
     use super::*;
 
+    /// The sizes the memory budget of issue #7 was met with (a graph node per construct.json
+    /// key, a dump entry per dump.json key: hundreds of thousands of each on a large model).
+    /// tests/web.rs checks the wasm32 sizes.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn node_and_entry_sizes() {
+        assert_eq!(std::mem::size_of::<Node>(), 64);
+        assert_eq!(std::mem::size_of::<crate::dump::Entry>(), 16);
+    }
+
     /// The index against a HashMap model: inserts, replacements, removals (backward shift
     /// across the table's wrap-around), renames, growth.
     #[test]
