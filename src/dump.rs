@@ -532,18 +532,29 @@ fn member_len(b: &[u8]) -> std::result::Result<Option<usize>, ()> {
     Ok(None)
 }
 
+/// The construct.json member at `r` (at its key's quote): its key and its value, in `scratch`,
+/// emptied first. The whole-file parse and the chunks read a member alike.
+fn construct_member(
+    r: &mut Reader,
+    scratch: &mut Store,
+) -> std::result::Result<(String, Val), SyntaxError> {
+    let key = r.read_str()?.to_owned();
+    r.expect(b':')?;
+    scratch.rewind(Store::default().mark());
+    let v = r.value(scratch, 1)?;
+    Ok((key, v))
+}
+
 /// Parses the members of construct.json that `buf` holds whole; returns how many bytes of `buf`
 /// are done with (the rest starts an unfinished member).
 fn construct_round(rd: &mut RankDump, cs: &mut ConstructStream, buf: &[u8]) -> usize {
     let f = rd.names.construct.clone();
     let mut at = 0;
     loop {
-        while buf
-            .get(at)
-            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
-        {
-            at += 1;
-        }
+        let mut ws = Reader::new(buf);
+        ws.pos = at;
+        ws.skip_ws();
+        at = ws.pos;
         let Some(&c) = buf.get(at) else {
             return at;
         };
@@ -564,14 +575,7 @@ fn construct_round(rd: &mut RankDump, cs: &mut ConstructStream, buf: &[u8]) -> u
                     Err(()) => break,
                 };
                 let mut r = Reader::new(rest.get(..len).unwrap_or(&[]));
-                cs.scratch.rewind(Store::default().mark());
-                let Ok(key) = r.read_str().map(str::to_owned) else {
-                    break;
-                };
-                if r.expect(b':').is_err() {
-                    break;
-                }
-                let Ok(v) = r.value(&mut cs.scratch, 1) else {
+                let Ok((key, v)) = construct_member(&mut r, &mut cs.scratch) else {
                     break;
                 };
                 if r.end().is_err() {
@@ -1243,10 +1247,7 @@ impl RankDump {
                         msg: format!("expected a string key, found {here}"),
                     }));
                 }
-                let key = r.read_str().map_err(syn)?.to_owned();
-                r.expect(b':').map_err(syn)?;
-                scratch.rewind(Store::default().mark());
-                let v = r.value(&mut scratch, 1).map_err(syn)?;
+                let (key, v) = construct_member(&mut r, &mut scratch).map_err(syn)?;
                 c.add(Arc::make_mut(&mut self.node_names), f, &key, v, &scratch)?;
                 if !r.comma_or_close(b'}').map_err(syn)? {
                     break;

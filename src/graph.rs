@@ -158,8 +158,9 @@ pub fn stack_key(s: Stack) -> Option<(u8, u32, u32)> {
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 pub struct Precision(pub f64);
 
-/// A graph node. The optional links and numbers are kept without `Option`'s tag words (a node
-/// was 104 bytes, 80 now; 96 and 64 in wasm32): read them with the methods of the same names.
+/// A graph node. The optional links and numbers are kept without `Option`'s tag words and the
+/// stack value as an id (a node was 104 bytes, 64 now; 96 and 56 in wasm32: the tests pin
+/// both): read them with the methods of the same names.
 #[derive(Debug, Clone)]
 pub struct Node {
     /// In the graph's [`GraphNames`] ([`Graph::name`]).

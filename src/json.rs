@@ -123,10 +123,15 @@ impl Packed {
             _ => false,
         }
     }
+    /// A template's stand-in for an object's own word.
+    #[inline(always)]
+    fn is_hole(self) -> bool {
+        self.0 >> 48 == T_HOLE
+    }
     /// The word a template word stands for in an object whose own words are `own`.
     #[inline(always)]
     fn fill(self, own: &[Packed]) -> Packed {
-        if self.0 >> 48 == T_HOLE {
+        if self.is_hole() {
             own.get((self.0 & PAYLOAD) as usize)
                 .copied()
                 .unwrap_or(Packed(T_MISC << 48))
@@ -552,7 +557,7 @@ impl Store {
         match layout {
             Some(id) => {
                 for (w, t) in words.iter().zip(&tmpl[1..n + 1]) {
-                    if t.0 >> 48 == T_HOLE {
+                    if t.is_hole() {
                         self.vals.push(*w);
                     }
                 }

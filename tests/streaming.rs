@@ -28,17 +28,12 @@ fn dumps(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn check(dump: &[u8], construct: &[u8], stack: &[u8], what: &str) -> usize {
+/// Asserts that the folder's files read in chunks of each of `sizes` bytes (construct.json and
+/// dump.json) give what a whole-file parse gives.
+fn like_whole(dump: &[u8], construct: &[u8], stack: &[u8], sizes: &[usize], what: &str) {
     let names = FileNames::in_dir("r");
     let whole = summary(&RankDump::parse(names.clone(), dump, construct, stack));
-    let mut sizes = vec![4093, 65536];
-    if dump.len() < 500_000 {
-        sizes.push(61);
-    }
-    if dump.len() < 50_000 {
-        sizes.extend([1, 2, 5]);
-    }
-    for &n in &sizes {
+    for &n in sizes {
         let got = summary(&chunked(names.clone(), dump, construct, stack, n));
         assert!(
             got == whole,
@@ -47,6 +42,17 @@ fn check(dump: &[u8], construct: &[u8], stack: &[u8], what: &str) -> usize {
             &got[..got.len().min(2000)]
         );
     }
+}
+
+fn check(dump: &[u8], construct: &[u8], stack: &[u8], what: &str) -> usize {
+    let mut sizes = vec![4093, 65536];
+    if dump.len() < 500_000 {
+        sizes.push(61);
+    }
+    if dump.len() < 50_000 {
+        sizes.extend([1, 2, 5]);
+    }
+    like_whole(dump, construct, stack, &sizes, what);
     sizes.len()
 }
 
@@ -119,18 +125,10 @@ fn chunked_edge_cases() {
     ] {
         cases.push(bad.as_bytes().to_vec());
     }
+    let sizes: Vec<usize> = (1..12).collect();
     for (i, c) in cases.iter().enumerate() {
-        let names = FileNames::in_dir("r");
-        let whole = summary(&RankDump::parse(names.clone(), c, b"{}", b"{}"));
-        for n in 1..12 {
-            let got = summary(&chunked(names.clone(), c, b"{}", b"{}", n));
-            assert_eq!(
-                got,
-                whole,
-                "case {i} ({:?}), {n}-byte chunks",
-                String::from_utf8_lossy(c)
-            );
-        }
+        let what = format!("case {i} ({:?})", String::from_utf8_lossy(c));
+        like_whole(c, b"{}", b"{}", &sizes, &what);
     }
 }
 
@@ -182,11 +180,7 @@ fn chunked_construct_edge_cases() {
         assert!(!streamed("[]", n) && !streamed("", n) && !streamed("{} x", n));
     }
     for (i, c) in cases.iter().enumerate() {
-        let names = FileNames::in_dir("r");
-        let whole = summary(&RankDump::parse(names.clone(), dump, c.as_bytes(), b"{}"));
-        for n in [1, 2, 3, 5, 8, 13, 4096] {
-            let got = summary(&chunked(names.clone(), dump, c.as_bytes(), b"{}", n));
-            assert_eq!(got, whole, "case {i} ({c:?}), {n}-byte chunks");
-        }
+        let what = format!("case {i} ({c:?})");
+        like_whole(dump, c.as_bytes(), b"{}", &[1, 2, 3, 5, 8, 13, 4096], &what);
     }
 }
