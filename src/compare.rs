@@ -36,6 +36,14 @@ pub struct CompareOptions {
     /// asked (the rows of a large pair are tens of MB). Only for graphs whose items do not
     /// change after the compare (not a parallel merge's, see `merge::settle_shared`).
     pub derive_results: bool,
+    /// With [`CompareOptions::derive_results`], for a host that reads every node's rows once
+    /// after the compare (the CLI's export): the matched pairs are only recorded, and their
+    /// rows and verdicts are made when they are read ([`Comparison::judge_with_io`]), so each
+    /// pair is compared once instead of twice (in the compare and again in the export). The
+    /// nodes' `precision` stays unset until then, except where the compare itself needs it:
+    /// the children of an API collection (its verdict is their worst). The rows, verdicts and
+    /// warnings are the same; the warnings come from the reads, in the reader's order.
+    pub defer_verdicts: bool,
 }
 
 /// Compare columns written into one item: the column keys (one fixed list per kind of compare)
@@ -211,6 +219,9 @@ pub struct Comparison {
     /// rows ([`NO_NODE`]: none); the rows themselves are derived again on demand.
     derived: Vec<NodeId>,
     derive: bool,
+    /// [`CompareOptions::defer_verdicts`] was in effect: the derived pairs' verdicts are made
+    /// when they are read.
+    deferred: bool,
     mode: Mode,
     pub diagnostics: Vec<Diagnostic>,
     /// Real-data mode: matched (NPU, bench) pairs whose tensors are still to be compared
@@ -256,6 +267,65 @@ impl Comparison {
         match pair_outcome(gn, dn, gb, db, self.mode, self, n, b, io) {
             PairOutcome::Rows(r, _) => Some(std::borrow::Cow::Owned(r)),
             _ => None,
+        }
+    }
+
+    /// Whether verdicts were left to the reads ([`CompareOptions::defer_verdicts`]): a host
+    /// then takes each node's verdict and warning from [`Comparison::judge_with_io`], not from
+    /// the graph.
+    pub fn deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// [`Comparison::results_with_io`] with the node's verdict: the graph's, or, where the
+    /// compare deferred it, the one its rows give now, and the warning a pair that cannot be
+    /// compared gives (reported by the compare itself when nothing was deferred).
+    pub fn judge_with_io(
+        &self,
+        sides: Sides,
+        n: NodeId,
+        io: Option<(&ItemMap, &ItemMap)>,
+    ) -> Judged<'_> {
+        let precision = sides.gn.node(n).precision().map(|p| p.0);
+        if !self.deferred {
+            return Judged {
+                rows: self.results_with_io(sides, n, io),
+                precision,
+                warning: None,
+            };
+        }
+        if let Some(r) = self.results.get(&n) {
+            return Judged {
+                rows: Some(std::borrow::Cow::Borrowed(r.as_slice())),
+                precision,
+                warning: None,
+            };
+        }
+        let none = Judged {
+            rows: None,
+            precision,
+            warning: None,
+        };
+        let Some(b) = self
+            .derived
+            .get(n as usize)
+            .copied()
+            .filter(|b| *b != NO_NODE)
+        else {
+            return none;
+        };
+        let Sides { gn, dn, gb, db } = sides;
+        match pair_outcome(gn, dn, gb, db, self.mode, self, n, b, io) {
+            PairOutcome::Rows(r, p) => Judged {
+                rows: Some(std::borrow::Cow::Owned(r)),
+                precision: Some(p),
+                warning: None,
+            },
+            PairOutcome::Warn(d) => Judged {
+                warning: Some(d),
+                ..none
+            },
+            PairOutcome::Nothing | PairOutcome::Judged(_) => none,
         }
     }
 
@@ -367,6 +437,14 @@ struct Ctx<'a> {
     pending: Option<Vec<(NodeId, NodeId)>>,
 }
 
+/// A node's compare columns and verdict as [`Comparison::judge_with_io`] reads them.
+pub struct Judged<'a> {
+    pub rows: Option<std::borrow::Cow<'a, [(String, ItemResult)]>>,
+    pub precision: Option<f64>,
+    /// Why a deferred pair was not compared (see [`CompareOptions::defer_verdicts`]).
+    pub warning: Option<Diagnostic>,
+}
+
 /// What comparing one matched pair gives.
 enum PairOutcome {
     Nothing,
@@ -430,6 +508,7 @@ pub fn compare_mapped(
         results: HashMap::default(),
         derived: Vec::new(),
         derive: opts.derive_results,
+        deferred: opts.derive_results && opts.defer_verdicts,
         mode,
         diagnostics,
         real_data: Vec::new(),
@@ -676,6 +755,22 @@ impl Ctx<'_> {
     fn flush(&mut self, join: Option<crate::Join>) {
         let Some(pending) = self.pending.take() else {
             return;
+        };
+        // Deferred: only the pairs whose verdicts the compare reads are compared now (an API
+        // collection's children: `collection_index`); the others are recorded for the reads.
+        let pending = if self.out.deferred {
+            let gn = &*self.gn;
+            let (now, later): (Vec<_>, Vec<_>) = pending.into_iter().partition(|&(n, _)| {
+                gn.node(n)
+                    .parent()
+                    .is_some_and(|p| gn.node(p).op == NodeOp::ApiCollection)
+            });
+            for (n, b) in later {
+                self.out.keep(n, b, None);
+            }
+            now
+        } else {
+            pending
         };
         let (gn, dn, gb, db, mode) = (&*self.gn, self.dn, &*self.gb, self.db, self.mode);
         let out = &*self.out;

@@ -6,6 +6,7 @@
 
 use crate::compare::{Comparison, Sides};
 use crate::dump::RankDump;
+use crate::error::Diagnostic;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
 use crate::items::{ItemWriter, Mode, NodeFormat};
 use crate::pyfmt::{json_dumps, json_str, json_str_iter, json_str_list};
@@ -274,6 +275,9 @@ impl LinkWriter {
 
 /// Writes every node reachable from the root, in post-order (`node_to_db`), then its stacks.
 /// Returns the distributed nodes for [`distributed_analyse`].
+///
+/// A deferred compare's warnings ([`crate::compare::CompareOptions::defer_verdicts`]) are in
+/// [`RowWriter::warnings`]: a host that defers writes through [`GraphRows`] (the CLI does).
 pub fn export_graph(x: &GraphExport, sink: &mut dyn Sink) -> Vec<DistNode> {
     let rows = GraphRows::new(x);
     let mut w = rows.writer();
@@ -299,6 +303,9 @@ pub struct RowWriter<'s> {
     items: ItemWriter<'s>,
     links: LinkWriter,
     buf: String,
+    /// Warnings of pairs compared as their rows were written (a deferred compare,
+    /// [`crate::compare::CompareOptions::defer_verdicts`]), with the row's position.
+    pub warnings: Vec<(usize, Diagnostic)>,
 }
 
 impl<'a> GraphRows<'a> {
@@ -353,6 +360,7 @@ impl<'a> GraphRows<'a> {
             items: ItemWriter::new(&self.x.dump.store),
             links: LinkWriter::default(),
             buf: String::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -377,6 +385,7 @@ impl<'a> GraphRows<'a> {
             let (input, output) = g.io(x.dump, id);
             // The compare columns are written over the items as they are formatted
             // (`compare::apply_results` without its copies).
+            let mut precision = n.precision().map(|p| p.0);
             let results = match (x.comparison, x.other) {
                 (Some(c), Some((gb, db))) => {
                     let sides = Sides {
@@ -385,7 +394,12 @@ impl<'a> GraphRows<'a> {
                         gb,
                         db,
                     };
-                    c.results_with_io(sides, id, Some((&input, &output)))
+                    let j = c.judge_with_io(sides, id, Some((&input, &output)));
+                    precision = j.precision;
+                    if let Some(d) = j.warning {
+                        w.warnings.push((order, d));
+                    }
+                    j.rows
                 }
                 _ => None,
             };
@@ -411,7 +425,7 @@ impl<'a> GraphRows<'a> {
                 dist.push(DistNode {
                     name: name.to_string(),
                     input_data: input_data.clone(),
-                    precision: n.precision().map(|p| p.0),
+                    precision,
                     overflow: n.overflow.map(|o| o.as_str()),
                 });
             }
@@ -426,7 +440,7 @@ impl<'a> GraphRows<'a> {
                     .map(|p| g.name(p).to_string())
                     .unwrap_or_default(),
                 sub_nodes,
-                precision_index: n.precision().map(|p| p.0),
+                precision_index: precision,
                 overflow_level: n.overflow.map(|o| o.as_str()),
                 micro_step_id: n.micro_step().unwrap_or(0),
                 matched_node_link: w.links.link(x.other.map(|o| o.0), n.partner()),

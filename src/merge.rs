@@ -2777,6 +2777,7 @@ pub fn run_step(
             join: opts.join,
             // `settle_shared` changes items after the compare: the rows are kept as compared.
             derive_results: false,
+            defer_verdicts: false,
         };
         let mut cmp = compare(&mut n.graph, &n.dump, &mut b.graph, &b.dump, mode, &copts);
         let micro_steps = n.graph.paging_by_micro_step(Some(&mut b.graph));

@@ -385,6 +385,10 @@ pub struct RunOptions {
     pub layout_aware: bool,
     /// The host's way to run independent work side by side (the CLI: two threads).
     pub join: Option<crate::Join>,
+    /// See [`CompareOptions::defer_verdicts`]: for a host that reads each node's rows once
+    /// through [`crate::compare::Comparison::judge_with_io`] (the CLI writing a `.vis.db`).
+    /// Not for a parallel merge (its compare keeps its rows).
+    pub defer_verdicts: bool,
 }
 
 /// One side of a finished pair.
@@ -529,6 +533,7 @@ fn run_pair_impl(
         parallel_merge,
         join: opts.join,
         derive_results: true,
+        defer_verdicts: opts.defer_verdicts && !parallel_merge,
     };
     // The layer mapping reads the dumps alone: made before the graphs, its items and tries are
     // freed before the graphs take their memory (on a large pair they were the peak).

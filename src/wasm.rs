@@ -563,6 +563,8 @@ impl RunOpts {
             layout_aware: self.layout_aware,
             // One worker thread: independent steps run one after the other.
             join: None,
+            // The page shows verdicts as soon as the compare is done.
+            defer_verdicts: false,
         }
     }
 }

@@ -626,6 +626,8 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         overflow_check: a.overflow,
         layout_aware: a.layout_aware,
         join: Some(two_threads),
+        // The export reads every node's rows once: each pair is compared there, not twice.
+        defer_verdicts: !a.no_db,
     };
     if a.json && a.golden.is_some() {
         return Err(Error::input(
@@ -1136,7 +1138,8 @@ fn export_graphs(graphs: &[&GraphExport], sink: &mut ChanSink) -> Vec<Vec<DistNo
         })
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = |sink: &mut ChanSink| -> Vec<(usize, Vec<DistNode>)> {
+    type Warnings = Vec<(usize, usize, probelens::error::Diagnostic)>;
+    let work = |sink: &mut ChanSink| -> (Vec<(usize, Vec<DistNode>)>, Warnings) {
         let mut writers: Vec<Option<RowWriter>> = rows.iter().map(|_| None).collect();
         let mut found = Vec::new();
         loop {
@@ -1153,19 +1156,35 @@ fn export_graphs(graphs: &[&GraphExport], sink: &mut ChanSink) -> Vec<Vec<DistNo
             }
         }
         sink.flush();
-        found
+        let mut warnings = Warnings::new();
+        for (g, w) in writers.into_iter().enumerate() {
+            warnings.extend(
+                w.into_iter()
+                    .flat_map(|w| w.warnings)
+                    .map(|(o, d)| (g, o, d)),
+            );
+        }
+        (found, warnings)
     };
-    let mut found = std::thread::scope(|s| {
+    let (mut found, mut warnings) = std::thread::scope(|s| {
         let mut other = sink.sibling();
         let work = &work;
         let h = s.spawn(move || work(&mut other));
-        let mut found = work(sink);
+        let (mut found, mut warnings) = work(sink);
         match h.join() {
-            Ok(f) => found.extend(f),
+            Ok((f, w)) => {
+                found.extend(f);
+                warnings.extend(w);
+            }
             Err(p) => std::panic::resume_unwind(p),
         }
-        found
+        (found, warnings)
     });
+    // A deferred compare's warnings, in the graphs' row order.
+    warnings.sort_by_key(|(g, o, _)| (*g, *o));
+    for (_, _, d) in &warnings {
+        eprintln!("probelens: {d}");
+    }
     found.sort_by_key(|(i, _)| *i);
     let mut dist: Vec<Vec<DistNode>> = rows.iter().map(|_| Vec::new()).collect();
     for (i, d) in found {
@@ -1320,6 +1339,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
         overflow_check: false,
         layout_aware: a.layout_aware,
         join: Some(two_threads),
+        defer_verdicts: false,
     };
     let mut out = std::io::stdout().lock();
     let mut accepted_total = 0usize;
