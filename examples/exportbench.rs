@@ -22,7 +22,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct DropSink;
 
 impl Sink for DropSink {
-    fn node(&mut self, _: NodeRow) {}
+    fn node(&mut self, _: NodeRow<&str>) {}
     fn stack(&mut self, _: StackRow) {}
 }
 
@@ -53,7 +53,7 @@ impl HashSink {
 }
 
 impl Sink for HashSink {
-    fn node(&mut self, r: NodeRow) {
+    fn node(&mut self, r: NodeRow<&str>) {
         self.rows += 1;
         for s in [
             &r.id,

@@ -9,35 +9,66 @@ use crate::dump::RankDump;
 use crate::error::Diagnostic;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
 use crate::items::{ItemWriter, Mode, NodeFormat};
-use crate::pyfmt::{json_dumps, json_str, json_str_iter, json_str_list};
+use crate::pyfmt::{json_dumps, json_str, json_str_iter_into, json_str_list};
 use crate::run::PairResult;
 use std::collections::HashMap;
 
-/// One `tb_nodes` row.
+/// One `tb_nodes` row: owned (`NodeRow`), or, as the export hands rows to a [`Sink`],
+/// borrowing its texts from the formatter's buffers (`NodeRow<&str>`, no allocation per cell).
 #[derive(Debug, Clone, PartialEq)]
-pub struct NodeRow {
-    pub id: String,
-    pub graph_id: String,
+pub struct NodeRow<S = String> {
+    pub id: S,
+    pub graph_id: S,
     pub node_order: i64,
-    pub node_name: String,
-    pub node_type: String,
-    pub up_node: String,
-    pub sub_nodes: String,
+    pub node_name: S,
+    pub node_type: S,
+    pub up_node: S,
+    pub sub_nodes: S,
     pub precision_index: Option<f64>,
     pub overflow_level: Option<&'static str>,
     pub micro_step_id: i64,
-    pub matched_node_link: String,
-    pub stack_id: String,
-    pub parallel_merge_info: String,
-    pub matched_distributed: String,
+    pub matched_node_link: S,
+    pub stack_id: S,
+    pub parallel_merge_info: S,
+    pub matched_distributed: S,
     pub modified: i64,
-    pub input_data: String,
-    pub output_data: String,
+    pub input_data: S,
+    pub output_data: S,
     pub data_source: &'static str,
-    pub dump_data_dir: Option<String>,
+    pub dump_data_dir: Option<S>,
     pub step: i64,
     pub rank: i64,
     pub is_distributed: i64,
+}
+
+impl NodeRow<&str> {
+    /// The row with its texts copied out.
+    pub fn owned(&self) -> NodeRow {
+        NodeRow {
+            id: self.id.to_owned(),
+            graph_id: self.graph_id.to_owned(),
+            node_order: self.node_order,
+            node_name: self.node_name.to_owned(),
+            node_type: self.node_type.to_owned(),
+            up_node: self.up_node.to_owned(),
+            sub_nodes: self.sub_nodes.to_owned(),
+            precision_index: self.precision_index,
+            overflow_level: self.overflow_level,
+            micro_step_id: self.micro_step_id,
+            matched_node_link: self.matched_node_link.to_owned(),
+            stack_id: self.stack_id.to_owned(),
+            parallel_merge_info: self.parallel_merge_info.to_owned(),
+            matched_distributed: self.matched_distributed.to_owned(),
+            modified: self.modified,
+            input_data: self.input_data.to_owned(),
+            output_data: self.output_data.to_owned(),
+            data_source: self.data_source,
+            dump_data_dir: self.dump_data_dir.map(str::to_owned),
+            step: self.step,
+            rank: self.rank,
+            is_distributed: self.is_distributed,
+        }
+    }
 }
 
 /// One `tb_stack` row.
@@ -93,13 +124,14 @@ impl ConfigRow {
 
 /// Where rows go (the CLI's SQLite writer, or a collector).
 pub trait Sink {
-    fn node(&mut self, row: NodeRow);
+    /// A node row; its texts are valid for the call only.
+    fn node(&mut self, row: NodeRow<&str>);
     fn stack(&mut self, row: StackRow);
 }
 
 impl Sink for (Vec<NodeRow>, Vec<StackRow>) {
-    fn node(&mut self, row: NodeRow) {
-        self.0.push(row);
+    fn node(&mut self, row: NodeRow<&str>) {
+        self.0.push(row.owned());
     }
     fn stack(&mut self, row: StackRow) {
         self.1.push(row);
@@ -226,15 +258,24 @@ struct LinkWriter {
 impl LinkWriter {
     /// `json.dumps` of the partner's path, or `[]`.
     fn link(&mut self, other: Option<&Graph>, partner: Option<NodeId>) -> String {
+        let mut out = String::new();
+        self.link_into(other, partner, &mut out);
+        out
+    }
+
+    /// [`LinkWriter::link`] into `out` (cleared first).
+    fn link_into(&mut self, other: Option<&Graph>, partner: Option<NodeId>, out: &mut String) {
+        out.clear();
         let (Some(o), Some(p)) = (other, partner) else {
-            return "[]".into();
+            out.push_str("[]");
+            return;
         };
         let parent = o.node(p).parent();
         if self.parent != Some(parent) {
             self.set_parent(o, parent);
         }
         let name = o.name(p);
-        let mut out = String::with_capacity(self.prefix.len() + name.len() + 5);
+        out.reserve(self.prefix.len() + name.len() + 5);
         if self.cyclic {
             out.push('[');
         } else {
@@ -243,9 +284,8 @@ impl LinkWriter {
                 out.push_str(", ");
             }
         }
-        json_str(name, &mut out);
+        json_str(name, out);
         out.push(']');
-        out
     }
 
     fn set_parent(&mut self, o: &Graph, parent: Option<NodeId>) {
@@ -302,7 +342,14 @@ pub struct GraphRows<'a> {
 pub struct RowWriter<'s> {
     items: ItemWriter<'s>,
     links: LinkWriter,
-    buf: String,
+    /// A row's texts, formatted into buffers reused from row to row.
+    input: String,
+    output: String,
+    id: String,
+    sub_nodes: String,
+    stack_id: String,
+    link: String,
+    merge_info: String,
     /// Warnings of pairs compared as their rows were written (a deferred compare,
     /// [`crate::compare::CompareOptions::defer_verdicts`]), with the row's position.
     pub warnings: Vec<(usize, Diagnostic)>,
@@ -359,7 +406,13 @@ impl<'a> GraphRows<'a> {
         RowWriter {
             items: ItemWriter::new(&self.x.dump.store),
             links: LinkWriter::default(),
-            buf: String::new(),
+            input: String::new(),
+            output: String::new(),
+            id: String::new(),
+            sub_nodes: String::new(),
+            stack_id: String::new(),
+            link: String::new(),
+            merge_info: String::new(),
             warnings: Vec::new(),
         }
     }
@@ -381,7 +434,6 @@ impl<'a> GraphRows<'a> {
             let id = self.order[order];
             let n = g.node(id);
             let name = g.name(id);
-            let stack_id = format!("{graph_id}_{}", self.stack_of[order]);
             let (input, output) = g.io(x.dump, id);
             // The compare columns are written over the items as they are formatted
             // (`compare::apply_results` without its copies).
@@ -404,59 +456,62 @@ impl<'a> GraphRows<'a> {
                 _ => None,
             };
             let results = results.as_deref();
-            // Formatted into one reused buffer, then copied out at their exact size (growing a
-            // fresh String per cell reallocates several times).
+            // Every text of the row goes into a buffer of `w` (no allocation per cell).
             let f = NodeFormat::new(name, x.mode);
-            w.buf.clear();
+            w.input.clear();
             w.items
-                .map_with_results_into(&input, results, f, &mut w.buf);
-            let input_data = w.buf.as_str().to_owned();
-            w.buf.clear();
+                .map_with_results_into(&input, results, f, &mut w.input);
+            w.output.clear();
             w.items
-                .map_with_results_into(&output, results, f, &mut w.buf);
-            let output_data = w.buf.as_str().to_owned();
-            let sub_nodes = if n.children.is_empty() {
-                String::new()
-            } else {
-                json_str_iter(n.children.iter().map(|c| g.name(*c)))
-            };
+                .map_with_results_into(&output, results, f, &mut w.output);
+            w.sub_nodes.clear();
+            if !n.children.is_empty() {
+                json_str_iter_into(n.children.iter().map(|c| g.name(*c)), &mut w.sub_nodes);
+            }
+            w.id.clear();
+            w.id.push_str(graph_id);
+            w.id.push('_');
+            w.id.push_str(name);
+            w.stack_id.clear();
+            w.stack_id.push_str(graph_id);
+            w.stack_id.push('_');
+            w.stack_id
+                .push_str(itoa::Buffer::new().format(self.stack_of[order]));
+            w.links
+                .link_into(x.other.map(|o| o.0), n.partner(), &mut w.link);
+            w.merge_info.clear();
+            if let Some(v) = g.merge_info.get(&id).filter(|v| !v.is_empty()) {
+                w.merge_info.push_str(&json_str_list(v));
+            }
             let is_distributed = name.starts_with("Distributed");
             if is_distributed {
                 dist.push(DistNode {
                     name: name.to_string(),
-                    input_data: input_data.clone(),
+                    input_data: w.input.clone(),
                     precision,
                     overflow: n.overflow.map(|o| o.as_str()),
                 });
             }
             sink.node(NodeRow {
-                id: [graph_id, "_", name].concat(),
-                graph_id: graph_id.to_owned(),
+                id: &w.id,
+                graph_id,
                 node_order: order as i64,
-                node_name: name.to_string(),
-                node_type: itoa::Buffer::new().format(n.op.value()).to_owned(),
-                up_node: n
-                    .parent()
-                    .map(|p| g.name(p).to_string())
-                    .unwrap_or_default(),
-                sub_nodes,
+                node_name: name,
+                node_type: itoa::Buffer::new().format(n.op.value()),
+                up_node: n.parent().map_or("", |p| g.name(p)),
+                sub_nodes: &w.sub_nodes,
                 precision_index: precision,
                 overflow_level: n.overflow.map(|o| o.as_str()),
                 micro_step_id: n.micro_step().unwrap_or(0),
-                matched_node_link: w.links.link(x.other.map(|o| o.0), n.partner()),
-                stack_id,
-                parallel_merge_info: g
-                    .merge_info
-                    .get(&id)
-                    .filter(|v| !v.is_empty())
-                    .map(|v| json_str_list(v))
-                    .unwrap_or_default(),
-                matched_distributed: "{}".into(),
+                matched_node_link: &w.link,
+                stack_id: &w.stack_id,
+                parallel_merge_info: &w.merge_info,
+                matched_distributed: "{}",
                 modified: n.modified as i64,
-                input_data,
-                output_data,
+                input_data: &w.input,
+                output_data: &w.output,
                 data_source: x.data_source,
-                dump_data_dir: x.dump_data_dir.clone(),
+                dump_data_dir: x.dump_data_dir.as_deref(),
                 step: x.step,
                 rank: x.rank,
                 is_distributed: is_distributed as i64,

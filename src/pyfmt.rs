@@ -475,18 +475,24 @@ pub fn json_str_list<S: AsRef<str>>(items: &[S]) -> String {
 
 /// [`json_str_list`] of the texts `items` gives (it is walked twice: sizing, then writing).
 pub fn json_str_iter<'a>(items: impl Iterator<Item = &'a str> + Clone) -> String {
+    let mut out = String::new();
+    json_str_iter_into(items, &mut out);
+    out
+}
+
+/// [`json_str_iter`] appended to `out`.
+pub fn json_str_iter_into<'a>(items: impl Iterator<Item = &'a str> + Clone, out: &mut String) {
     // Sized for texts without escapes (two quotes and ", " each): paths of a few hundred bytes
     // grew through several reallocations.
-    let mut out = String::with_capacity(2 + items.clone().map(|s| s.len() + 4).sum::<usize>());
+    out.reserve(2 + items.clone().map(|s| s.len() + 4).sum::<usize>());
     out.push('[');
     for (i, s) in items.enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        json_str(s, &mut out);
+        json_str(s, out);
     }
     out.push(']');
-    out
 }
 
 #[cfg(test)]

@@ -180,6 +180,17 @@ impl Raw<'_> {
 /// Encodes a record (header of serial types, then the bodies) into `out` (cleared first).
 fn encode_record<'a, V: Copy + Into<Raw<'a>>>(values: &[V], out: &mut Vec<u8>) {
     out.clear();
+    append_encoded(values, out);
+}
+
+/// Appends the record of a row's `values` to `out`, encoded as [`Writer::insert`] encodes it:
+/// for a host that encodes rows on its own threads and hands the bytes to
+/// [`Writer::insert_record`].
+pub fn append_record(values: &[Value], out: &mut Vec<u8>) {
+    append_encoded(values, out);
+}
+
+fn append_encoded<'a, V: Copy + Into<Raw<'a>>>(values: &[V], out: &mut Vec<u8>) {
     let mut types_len = 0;
     let mut body_len = 0;
     for &v in values {
@@ -199,6 +210,102 @@ fn encode_record<'a, V: Copy + Into<Raw<'a>>>(values: &[V], out: &mut Vec<u8>) {
     }
     for &v in values {
         v.into().put_body(out);
+    }
+}
+
+/// A varint at `at` of `b`: its value and where it ends (None: `b` ends first).
+fn read_varint(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut v: u64 = 0;
+    for i in 0..9 {
+        let byte = *b.get(at + i)?;
+        if i == 8 {
+            return Some(((v << 8) | byte as u64, at + 9));
+        }
+        v = (v << 7) | (byte & 0x7f) as u64;
+        if byte & 0x80 == 0 {
+            return Some((v, at + i + 1));
+        }
+    }
+    None
+}
+
+/// The body size of a value of serial type `t` (None: 10 and 11, reserved).
+fn serial_len(t: u64) -> Option<usize> {
+    Some(match t {
+        0 | 8 | 9 => 0,
+        1..=4 => t as usize,
+        5 => 6,
+        6 | 7 => 8,
+        10 | 11 => return None,
+        _ => usize::try_from((t - 12) / 2).ok()?,
+    })
+}
+
+/// A record's fields, (serial type, body offset) each, into `fields`; None unless the header
+/// and the bodies add up to exactly `record`.
+fn record_fields(record: &[u8], fields: &mut Vec<(u64, usize)>) -> Option<()> {
+    fields.clear();
+    let (header, mut at) = read_varint(record, 0)?;
+    let header = usize::try_from(header).ok()?;
+    if header > record.len() || at > header {
+        return None;
+    }
+    let mut body = header;
+    while at < header {
+        let (t, next) = read_varint(record, at)?;
+        if next > header {
+            return None;
+        }
+        at = next;
+        fields.push((t, body));
+        body = body.checked_add(serial_len(t)?)?;
+    }
+    (body == record.len()).then_some(())
+}
+
+/// A key column's value as a record holds it (None: a blob, which no index here takes).
+fn field_value(record: &[u8], (t, at): (u64, usize)) -> Option<In<'_>> {
+    let n = serial_len(t)?;
+    let body = record.get(at..at + n)?;
+    Some(match t {
+        0 => In::Null,
+        8 => In::Int(0),
+        9 => In::Int(1),
+        1..=6 => {
+            // Big-endian two's complement of n bytes, sign-extended.
+            let mut v: i64 = if body[0] & 0x80 != 0 { -1 } else { 0 };
+            for &b in body {
+                v = (v << 8) | b as i64;
+            }
+            In::Int(v)
+        }
+        7 => {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(body);
+            In::Real(f64::from_bits(u64::from_be_bytes(x)))
+        }
+        t if t >= 13 && t % 2 == 1 => In::Text(body),
+        _ => return None,
+    })
+}
+
+/// A value as the kept index keys take it in.
+#[derive(Clone, Copy)]
+enum In<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a [u8]),
+}
+
+impl<'a> From<Value<'a>> for In<'a> {
+    fn from(v: Value<'a>) -> In<'a> {
+        match v {
+            Value::Null => In::Null,
+            Value::Int(i) => In::Int(i),
+            Value::Real(f) => In::Real(f),
+            Value::Text(t) => In::Text(t.as_bytes()),
+        }
     }
 }
 
@@ -358,14 +465,23 @@ impl Page {
         self.start + self.header_len() + 2 * self.cells + Self::cost(len) <= self.content
     }
     fn push(&mut self, cell: &[u8]) {
-        let len = cell.len().max(4);
+        self.push_parts(&[cell]);
+    }
+    /// [`Page::push`] of the cell that `parts` make one after the other.
+    fn push_parts(&mut self, parts: &[&[u8]]) {
+        let cell_len: usize = parts.iter().map(|p| p.len()).sum();
+        let len = cell_len.max(4);
         self.content -= len;
-        self.buf[self.content..self.content + cell.len()].copy_from_slice(cell);
-        self.buf[self.content + cell.len()..self.content + len].fill(0);
+        let mut at = self.content;
+        for p in parts {
+            self.buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        self.buf[at..self.content + len].fill(0);
         let ptr = self.start + self.header_len() + 2 * self.cells;
         self.buf[ptr..ptr + 2].copy_from_slice(&(self.content as u16).to_be_bytes());
         self.cells += 1;
-        self.last = (self.content, cell.len());
+        self.last = (self.content, cell_len);
     }
     /// Removes the cell pushed last and returns its bytes (once: the one before it stays).
     fn pop(&mut self) -> Vec<u8> {
@@ -1063,22 +1179,21 @@ impl KeyStore {
             hasher: Default::default(),
         }
     }
-    /// Keeps a row's keys; returns about how many bytes that took.
-    fn push(
+    /// Keeps a row's keys (`value(c)`: table column `c`'s value); returns about how many bytes
+    /// that took.
+    fn push<'v>(
         &mut self,
-        row: &[Value],
+        value: impl Fn(usize) -> io::Result<In<'v>>,
         mut spill: Option<&mut (dyn Spill + 'static)>,
     ) -> io::Result<usize> {
         let mut bytes = 0;
         for (c, column) in self.cols.iter().zip(&mut self.columns) {
             let before = column.text.len();
-            let k = match row[*c] {
-                Value::Null => Key::Null,
-                Value::Int(v) => Key::Int(v),
-                Value::Real(v) => Key::Real(v),
-                Value::Text(t) => {
-                    Key::Text(column.intern(t.as_bytes(), &self.hasher, spill.as_deref_mut())?)
-                }
+            let k = match value(*c)? {
+                In::Null => Key::Null,
+                In::Int(v) => Key::Int(v),
+                In::Real(v) => Key::Real(v),
+                In::Text(t) => Key::Text(column.intern(t, &self.hasher, spill.as_deref_mut())?),
             };
             column.push(k);
             bytes += 8 + column.text.len() - before;
@@ -1140,6 +1255,8 @@ pub struct Writer<O: Output> {
     indexes: Vec<(Index, u32)>,
     record: Vec<u8>,
     cell: Vec<u8>,
+    /// A record's fields ([`Writer::insert_record`]).
+    fields: Vec<(u64, usize)>,
     /// Bytes the kept index keys may take (see [`Writer::set_key_budget`]).
     key_budget: usize,
     key_bytes: usize,
@@ -1206,6 +1323,7 @@ impl<O: Output> Writer<O> {
             indexes: ixs,
             record: Vec::new(),
             cell: Vec::new(),
+            fields: Vec::new(),
             key_budget: usize::MAX,
             key_bytes: 0,
             deferred: false,
@@ -1258,7 +1376,7 @@ impl<O: Output> Writer<O> {
 
     /// Appends a row to table `table` (its rowid is the number of rows before it plus one).
     pub fn insert(&mut self, table: usize, row: &[Value]) -> io::Result<()> {
-        let Some(t) = self.tables.get_mut(table) else {
+        let Some(t) = self.tables.get(table) else {
             return Err(invalid(format!("no table {table}")));
         };
         if row.len() != t.def.columns {
@@ -1269,32 +1387,80 @@ impl<O: Output> Writer<O> {
                 t.def.columns
             )));
         }
+        let mut record = std::mem::take(&mut self.record);
+        encode_record(row, &mut record);
+        let r = self.insert_record(table, &record);
+        self.record = record;
+        r
+    }
+
+    /// Appends a row already encoded as a record ([`append_record`]) to table `table`: the
+    /// same as [`Writer::insert`] of its values. The record is checked (its header and bodies
+    /// must add up, one value per column, no blob in an indexed column).
+    pub fn insert_record(&mut self, table: usize, record: &[u8]) -> io::Result<()> {
+        let Some(t) = self.tables.get_mut(table) else {
+            return Err(invalid(format!("no table {table}")));
+        };
+        let mut fields = std::mem::take(&mut self.fields);
+        let shape = record_fields(record, &mut fields);
+        if shape.is_none() || fields.len() != t.def.columns {
+            let got = match shape {
+                Some(()) => format!("{} values", fields.len()),
+                None => "a malformed record".to_string(),
+            };
+            self.fields = fields;
+            return Err(invalid(format!(
+                "{}: {got} for {} columns",
+                t.def.name, t.def.columns
+            )));
+        }
         // Index entries name rows by a u32 (sorting 16-byte keys, not 24).
         if t.rows >= u32::MAX as i64 {
+            self.fields = fields;
             return Err(invalid(format!(
                 "{}: more than {} rows",
                 t.def.name,
                 u32::MAX
             )));
         }
+        if !self.deferred {
+            let value = |c: usize| {
+                field_value(record, fields[c]).ok_or_else(|| {
+                    invalid(format!("{}: a blob in indexed column {c}", t.def.name))
+                })
+            };
+            match t.keys.push(value, self.spill.as_deref_mut()) {
+                Ok(n) => self.key_bytes += n,
+                Err(e) => {
+                    self.fields = fields;
+                    return Err(e);
+                }
+            }
+        }
+        self.fields = fields;
         t.rows += 1;
         let rowid = t.rows;
-        if !self.deferred {
-            self.key_bytes += t.keys.push(row, self.spill.as_deref_mut())?;
-        }
-        encode_record(row, &mut self.record);
+        // The cell: payload size, rowid, the record's local part and, when it spills, the
+        // first overflow page; packed straight from `record` into the leaf.
         self.cell.clear();
-        put_varint(&mut self.cell, self.record.len() as u64);
+        put_varint(&mut self.cell, record.len() as u64);
         put_varint(&mut self.cell, rowid as u64);
-        put_payload(&self.pages, &mut self.cell, &self.record, TABLE_MAX_LOCAL)?;
-        if !t.leaf.fits(self.cell.len()) {
+        let local = local_len(record.len(), TABLE_MAX_LOCAL);
+        let mut first = [0u8; 4];
+        let spilled = local < record.len();
+        if spilled {
+            first = self.pages.overflow(&record[local..])?.to_be_bytes();
+        }
+        let parts: [&[u8]; 3] = [&self.cell, &record[..local], &first[..if spilled { 4 } else { 0 }]];
+        let len = parts.iter().map(|p| p.len()).sum();
+        if !t.leaf.fits(len) {
             let pgno = self.pages.alloc();
             t.leaf.seal(0);
             self.pages.write(pgno, &t.leaf.buf)?;
             t.leaves.push((pgno, rowid - 1));
             t.leaf.reset();
         }
-        t.leaf.push(&self.cell);
+        t.leaf.push_parts(&parts);
         self.check_budget();
         Ok(())
     }
@@ -2723,5 +2889,115 @@ mod tests {
             columns: vec![9],
         };
         assert!(Writer::new(std::sync::Mutex::new(Vec::new()), tables, vec![bad]).is_err());
+    }
+
+    /// Rows encoded elsewhere (`append_record`, as the CLI's formatting threads do) make the
+    /// same file as the same rows inserted as values.
+    #[test]
+    fn pre_encoded_records_give_the_same_file() {
+        let rows = rows(3000, 9, 70_000);
+        let file = |encoded: bool| {
+            let (tables, indexes, _) = schema();
+            let mut w = Writer::new(std::sync::Mutex::new(Vec::new()), tables, indexes).unwrap();
+            let mut rec = Vec::new();
+            for r in &rows {
+                let vals: Vec<Value> = r.iter().map(as_value).collect();
+                if encoded {
+                    rec.clear();
+                    append_record(&vals, &mut rec);
+                    w.insert_record(0, &rec).unwrap();
+                } else {
+                    w.insert(0, &vals).unwrap();
+                }
+            }
+            w.finish().unwrap().into_inner().unwrap()
+        };
+        let (a, b) = (file(false), file(true));
+        assert!(a.len() > 1 << 20);
+        assert!(a == b);
+    }
+
+    /// Every integer width and the reals come back from a record as they went in.
+    #[test]
+    fn record_fields_decode() {
+        let vals = [
+            Value::Int(0),
+            Value::Int(1),
+            Value::Int(-1),
+            Value::Int(300),
+            Value::Int(-70_000),
+            Value::Int(8_000_000),
+            Value::Int(-3_000_000_000),
+            Value::Int(1 << 50),
+            Value::Int(i64::MIN),
+            Value::Int(i64::MAX),
+            Value::Real(-0.5),
+            Value::Null,
+            Value::Text("模块"),
+            Value::Text(""),
+        ];
+        let mut rec = Vec::new();
+        append_record(&vals, &mut rec);
+        let mut fields = Vec::new();
+        assert!(record_fields(&rec, &mut fields).is_some());
+        assert_eq!(fields.len(), vals.len());
+        for (v, f) in vals.iter().zip(&fields) {
+            let got = field_value(&rec, *f).map(|x| match x {
+                In::Null => Value::Null,
+                In::Int(i) => Value::Int(i),
+                In::Real(r) => Value::Real(r),
+                In::Text(t) => Value::Text(std::str::from_utf8(t).unwrap()),
+            });
+            assert_eq!(got, Some(*v));
+        }
+    }
+
+    /// A record that does not add up, has the wrong number of values or a blob where an index
+    /// reads is an error (no panic), and the writer goes on with the next good row.
+    #[test]
+    fn malformed_records_are_errors() {
+        let (tables, indexes, _) = schema();
+        let mut w = Writer::new(std::sync::Mutex::new(Vec::new()), tables, indexes).unwrap();
+        let mut good = Vec::new();
+        let row = [
+            Value::Text("k"),
+            Value::Int(5),
+            Value::Text("b"),
+            Value::Null,
+            Value::Text("d"),
+        ];
+        append_record(&row, &mut good);
+        let mut bad: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            vec![0x80],
+            vec![0xff; 12],
+            good[..good.len() - 1].to_vec(),
+            [&good[..], b"x"].concat(),
+            // Header length past the end.
+            [&[200u8][..], &good[1..]].concat(),
+            // Reserved serial type 10.
+            vec![2, 10],
+        ];
+        let mut short = Vec::new();
+        append_record(&row[..4], &mut short);
+        bad.push(short);
+        // A blob (serial type 14: 1 byte) in column b, which indexes read.
+        let mut blob = good.clone();
+        blob[3] = 14;
+        bad.push(blob);
+        for (i, b) in bad.iter().enumerate() {
+            assert!(w.insert_record(0, b).is_err(), "bad record {i}");
+        }
+        assert!(w.insert_record(7, &good).is_err());
+        w.insert_record(0, &good).unwrap();
+        let bytes = w.finish().unwrap().into_inner().unwrap();
+        let path = temp("malformed");
+        std::fs::write(&path, bytes).unwrap();
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let n: i64 = c
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -103,32 +103,32 @@ fn opt(s: Option<&str>) -> Value<'_> {
 
 /// A `tb_nodes` row's values, in column order. `precision_index` is stored as SQLite's INTEGER
 /// affinity stores msprobe's floats: whole values as integers, 0.5 as a real.
-pub fn node_values(r: &NodeRow) -> [Value<'_>; 22] {
+pub fn node_values<S: AsRef<str>>(r: &NodeRow<S>) -> [Value<'_>; 22] {
     let precision = match r.precision_index {
         None => Value::Null,
         Some(p) if p.fract() == 0.0 && p.abs() < 9.0e18 => Value::Int(p as i64),
         Some(p) => Value::Real(p),
     };
     [
-        Value::Text(&r.id),
-        Value::Text(&r.graph_id),
+        Value::Text(r.id.as_ref()),
+        Value::Text(r.graph_id.as_ref()),
         Value::Int(r.node_order),
-        Value::Text(&r.node_name),
-        Value::Text(&r.node_type),
-        Value::Text(&r.up_node),
-        Value::Text(&r.sub_nodes),
+        Value::Text(r.node_name.as_ref()),
+        Value::Text(r.node_type.as_ref()),
+        Value::Text(r.up_node.as_ref()),
+        Value::Text(r.sub_nodes.as_ref()),
         precision,
         opt(r.overflow_level),
         Value::Int(r.micro_step_id),
-        Value::Text(&r.matched_node_link),
-        Value::Text(&r.stack_id),
-        Value::Text(&r.parallel_merge_info),
-        Value::Text(&r.matched_distributed),
+        Value::Text(r.matched_node_link.as_ref()),
+        Value::Text(r.stack_id.as_ref()),
+        Value::Text(r.parallel_merge_info.as_ref()),
+        Value::Text(r.matched_distributed.as_ref()),
         Value::Int(r.modified),
-        Value::Text(&r.input_data),
-        Value::Text(&r.output_data),
+        Value::Text(r.input_data.as_ref()),
+        Value::Text(r.output_data.as_ref()),
         Value::Text(r.data_source),
-        opt(r.dump_data_dir.as_deref()),
+        opt(r.dump_data_dir.as_ref().map(AsRef::as_ref)),
         Value::Int(r.step),
         Value::Int(r.rank),
         Value::Int(r.is_distributed),

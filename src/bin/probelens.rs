@@ -425,61 +425,89 @@ fn timestamp() -> String {
     format!("{y:04}{mo:02}{d:02}{h:02}{m:02}{s:02}")
 }
 
-/// What the export sends to the database writer thread. Stack rows are rare; boxing node rows
-/// would cost an allocation per row.
-#[allow(clippy::large_enum_variant)]
-enum DbRow {
-    Node(NodeRow),
-    Stack(StackRow),
+/// Rows encoded as SQLite records by the threads that format them (`sqlite_writer::append_record`),
+/// for the writer thread, which only packs them into pages and keeps their index keys.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    /// Each row's table and where its record ends in `bytes`.
+    rows: Vec<(usize, usize)>,
+}
+
+/// What the export sends to the database writer thread.
+enum DbMsg {
+    Rows(Batch),
     /// About this many node rows follow (`Writer::expect_rows`).
     ExpectNodes(usize),
 }
 
-/// The export's [`Sink`] on the main thread: rows go in batches to the writer thread, so
-/// formatting the next rows overlaps SQLite's inserts. If the writer stops (an SQLite error),
-/// sending fails and the rest is dropped; the writer's error is reported when it is joined.
+/// The export's [`Sink`] on a formatting thread: rows are encoded here and go in batches to the
+/// writer thread, so formatting the next rows overlaps the writing. If the writer stops (an
+/// error), sending fails and the rest is dropped; the writer's error is reported when it is
+/// joined.
 struct ChanSink {
-    batch: Vec<DbRow>,
-    to_writer: std::sync::mpsc::SyncSender<Vec<DbRow>>,
+    batch: Batch,
+    to_writer: std::sync::mpsc::SyncSender<DbMsg>,
     closed: bool,
 }
 
 impl ChanSink {
-    const BATCH: usize = 512;
-    fn push(&mut self, r: DbRow) {
-        if self.closed {
-            return;
-        }
-        self.batch.push(r);
-        if self.batch.len() >= Self::BATCH {
-            self.flush();
+    /// A batch is sent at this many rows or bytes (at most 8 wait: the writer keeps up).
+    const ROWS: usize = 512;
+    const BYTES: usize = 256 << 10;
+    fn batch() -> Batch {
+        Batch {
+            // Room for the rows up to the limit and the one that passes it, as a rule: a
+            // vector grown by doubling held up to twice what it was sent with.
+            bytes: Vec::with_capacity(Self::BYTES + (Self::BYTES >> 2)),
+            rows: Vec::with_capacity(Self::ROWS),
         }
     }
-    /// Another sink into the same writer (for a second producer thread).
-    fn sibling(&self) -> ChanSink {
+    fn new(to_writer: std::sync::mpsc::SyncSender<DbMsg>) -> ChanSink {
         ChanSink {
-            batch: Vec::with_capacity(Self::BATCH),
-            to_writer: self.to_writer.clone(),
+            batch: Self::batch(),
+            to_writer,
             closed: false,
         }
     }
-    fn flush(&mut self) {
-        if self.batch.is_empty() || self.closed {
+    fn push(&mut self, table: usize, values: &[probelens::sqlite_writer::Value]) {
+        if self.closed {
             return;
         }
-        let b = std::mem::replace(&mut self.batch, Vec::with_capacity(Self::BATCH));
-        if self.to_writer.send(b).is_err() {
+        probelens::sqlite_writer::append_record(values, &mut self.batch.bytes);
+        self.batch.rows.push((table, self.batch.bytes.len()));
+        if self.batch.rows.len() >= Self::ROWS || self.batch.bytes.len() >= Self::BYTES {
+            self.flush();
+        }
+    }
+    fn expect_nodes(&mut self, n: usize) {
+        self.flush();
+        self.send(DbMsg::ExpectNodes(n));
+    }
+    /// Another sink into the same writer (for a second producer thread).
+    fn sibling(&self) -> ChanSink {
+        ChanSink::new(self.to_writer.clone())
+    }
+    fn flush(&mut self) {
+        if self.batch.rows.is_empty() {
+            return;
+        }
+        let b = std::mem::replace(&mut self.batch, Self::batch());
+        self.send(DbMsg::Rows(b));
+    }
+    fn send(&mut self, m: DbMsg) {
+        if !self.closed && self.to_writer.send(m).is_err() {
             self.closed = true;
         }
     }
 }
 
 impl Sink for ChanSink {
-    fn node(&mut self, row: NodeRow) {
-        self.push(DbRow::Node(row));
+    fn node(&mut self, row: NodeRow<&str>) {
+        self.push(visdb::TB_NODES, &visdb::node_values(&row));
     }
     fn stack(&mut self, row: StackRow) {
-        self.push(DbRow::Stack(row));
+        self.push(visdb::TB_STACK, &visdb::stack_values(&row));
     }
 }
 
@@ -487,15 +515,18 @@ impl Sink for ChanSink {
 /// indexes are written by [`Writer::finish`] once every row is in).
 fn write_rows(
     mut db: DbWriter,
-    batches: std::sync::mpsc::Receiver<Vec<DbRow>>,
+    batches: std::sync::mpsc::Receiver<DbMsg>,
 ) -> std::io::Result<DbWriter> {
-    for batch in batches {
-        for r in batch {
-            match r {
-                DbRow::Node(n) => db.insert(visdb::TB_NODES, &visdb::node_values(&n))?,
-                DbRow::Stack(st) => db.insert(visdb::TB_STACK, &visdb::stack_values(&st))?,
-                DbRow::ExpectNodes(n) => db.expect_rows(visdb::TB_NODES, n),
+    for m in batches {
+        match m {
+            DbMsg::Rows(b) => {
+                let mut start = 0;
+                for (table, end) in b.rows {
+                    db.insert_record(table, &b.bytes[start..end])?;
+                    start = end;
+                }
             }
+            DbMsg::ExpectNodes(n) => db.expect_rows(visdb::TB_NODES, n),
         }
     }
     Ok(db)
@@ -699,14 +730,10 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let mut dist: DistBySource = Vec::new();
     // Rows are formatted on this thread and written by a writer thread.
     // At most 8 batches of 512 rows wait (~6 MB): the writer keeps up with the formatting.
-    let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<DbRow>>(8);
+    let (to_writer, batches) = std::sync::mpsc::sync_channel::<DbMsg>(8);
     let db = std::thread::scope(|scope| -> Result<DbWriter> {
         let writer = scope.spawn(move || write_rows(db, batches));
-        let mut sink = ChanSink {
-            batch: Vec::with_capacity(ChanSink::BATCH),
-            to_writer,
-            closed: false,
-        };
+        let mut sink = ChanSink::new(to_writer);
         let produced = (|| -> Result<()> {
             progress.update(0, "building graphs");
             let mut rank_list: Option<Vec<i64>> = None;
@@ -1127,7 +1154,7 @@ fn export_part() -> usize {
 fn export_graphs(graphs: &[&GraphExport], sink: &mut ChanSink) -> Vec<Vec<DistNode>> {
     let part = export_part();
     let rows: Vec<GraphRows> = graphs.iter().map(|x| GraphRows::new(x)).collect();
-    sink.push(DbRow::ExpectNodes(rows.iter().map(GraphRows::len).sum()));
+    sink.expect_nodes(rows.iter().map(GraphRows::len).sum());
     let parts: Vec<(usize, std::ops::Range<usize>)> = rows
         .iter()
         .enumerate()
