@@ -1425,9 +1425,8 @@ impl<O: Output> Writer<O> {
         }
         if !self.deferred {
             let value = |c: usize| {
-                field_value(record, fields[c]).ok_or_else(|| {
-                    invalid(format!("{}: a blob in indexed column {c}", t.def.name))
-                })
+                field_value(record, fields[c])
+                    .ok_or_else(|| invalid(format!("{}: a blob in indexed column {c}", t.def.name)))
             };
             match t.keys.push(value, self.spill.as_deref_mut()) {
                 Ok(n) => self.key_bytes += n,
@@ -1451,7 +1450,11 @@ impl<O: Output> Writer<O> {
         if spilled {
             first = self.pages.overflow(&record[local..])?.to_be_bytes();
         }
-        let parts: [&[u8]; 3] = [&self.cell, &record[..local], &first[..if spilled { 4 } else { 0 }]];
+        let parts: [&[u8]; 3] = [
+            &self.cell,
+            &record[..local],
+            &first[..if spilled { 4 } else { 0 }],
+        ];
         let len = parts.iter().map(|p| p.len()).sum();
         if !t.leaf.fits(len) {
             let pgno = self.pages.alloc();
@@ -1796,12 +1799,35 @@ fn column_ranks(column: Column) -> Ranks {
             let (mut order, texts): (Vec<u32>, Vec<u32>) =
                 (0..n as u32).partition(|&r| !matches!(key(r), Key::Text(_)));
             order.sort_unstable_by(|&a, &b| column.cmp_keys(key(a), key(b)));
-            let text = |i: u32| match key(texts[i as usize]) {
-                Key::Text(o) => column.text_at(o),
-                _ => Txt::default(),
+            let offset = |r: u32| match key(r) {
+                Key::Text(o) => o,
+                _ => 0,
             };
-            let sorted = sort_texts(texts.len(), &text);
-            order.extend(sorted.into_iter().map(|i| texts[i as usize]));
+            // Each text was stored once per miss of the column's repeat check: with far fewer
+            // stored texts than rows (`up_node`: a parent's name for each child; `data_source`),
+            // the stored ones are sorted, once each, and their rows follow them.
+            if column.dedup.misses.saturating_mul(4) < texts.len() {
+                let mut by_offset: Vec<(u64, u32)> =
+                    texts.iter().map(|&r| (offset(r), r)).collect();
+                by_offset.sort_unstable();
+                // Runs of one offset: (offset, start).
+                let mut runs: Vec<(u64, usize)> = Vec::new();
+                for (i, &(o, _)) in by_offset.iter().enumerate() {
+                    if runs.last().is_none_or(|&(last, _)| last != o) {
+                        runs.push((o, i));
+                    }
+                }
+                let text = |i: u32| column.text_at(runs[i as usize].0);
+                for i in sort_texts(runs.len(), &text) {
+                    let start = runs[i as usize].1;
+                    let end = runs.get(i as usize + 1).map_or(by_offset.len(), |r| r.1);
+                    order.extend(by_offset[start..end].iter().map(|p| p.1));
+                }
+            } else {
+                let text = |i: u32| column.text_at(offset(texts[i as usize]));
+                let sorted = sort_texts(texts.len(), &text);
+                order.extend(sorted.into_iter().map(|i| texts[i as usize]));
+            }
             let mut values = Vec::new();
             assign(
                 &order,
@@ -1964,7 +1990,8 @@ fn index_order(ranks: &[Ranks], slots: &[usize], rows: usize) -> (Order, Option<
                 (k << 32) | r as u128
             })
             .collect();
-        keys.sort_unstable();
+        // Made in row order: a stable sort on the rank bits alone gives rank, then row.
+        radix_sort_bits(&mut keys, 32, 32 + bits);
         let dup = keys
             .windows(2)
             .find(|w| w[0] >> 32 == w[1] >> 32)
@@ -1979,6 +2006,33 @@ fn index_order(ranks: &[Ranks], slots: &[usize], rows: usize) -> (Order, Option<
             .find(|w| key(w[0]).eq(key(w[1])))
             .map(|w| w[0]);
         (Order::Rows(order), dup)
+    }
+}
+
+/// Sorts `keys` by their bits `lo..hi` alone, stably (least significant digit first, 11 bits a
+/// pass): the index keys' rank tuples, made in row order, come out in tuple then row order.
+fn radix_sort_bits(keys: &mut Vec<u128>, lo: u32, hi: u32) {
+    const DIGIT: u32 = 11;
+    let mut other: Vec<u128> = vec![0; keys.len()];
+    let mut shift = lo;
+    while shift < hi {
+        let width = DIGIT.min(hi - shift);
+        let mask = (1usize << width) - 1;
+        let digit = |k: u128| (k >> shift) as usize & mask;
+        let mut count = vec![0usize; mask + 2];
+        for &k in keys.iter() {
+            count[digit(k) + 1] += 1;
+        }
+        for i in 1..count.len() {
+            count[i] += count[i - 1];
+        }
+        for &k in keys.iter() {
+            let d = digit(k);
+            other[count[d]] = k;
+            count[d] += 1;
+        }
+        std::mem::swap(keys, &mut other);
+        shift += width;
     }
 }
 
@@ -2863,6 +2917,74 @@ mod tests {
             assert!(e.contains(&format!("{key:?}")), "{e}");
         }
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// Columns with far fewer stored texts than rows (each stored text sorted once, its rows
+    /// after it): runs of a few texts, the same text stored again at other offsets once the
+    /// column stopped looking repeats up by hash, NULLs and numbers among them.
+    #[test]
+    fn indexes_of_few_distinct_texts() {
+        let path = temp("few");
+        let mut rng = Rng(5);
+        let parents = [
+            "Module.layers.1.mlp",
+            "Module.layers.1",
+            "Module.layers.10.mlp",
+            "Module.layers.1.mlp.act",
+            "",
+        ];
+        let n = 30_000;
+        let mut current = 0;
+        let rows: Vec<[Sql; 5]> = (0..n)
+            .map(|i| {
+                if rng.below(20) == 0 {
+                    current = rng.below(parents.len() as u64) as usize;
+                }
+                // `c` has no type: numbers stay numbers there (`b` is TEXT).
+                let c = if i < 4200 {
+                    Sql::Text(format!("distinct {i}"))
+                } else {
+                    match rng.below(40) {
+                        0 => Sql::Null,
+                        1 => Sql::Integer(rng.below(3) as i64),
+                        _ => Sql::Text(parents[current].to_string()),
+                    }
+                };
+                let b = match rng.below(30) {
+                    0 => Sql::Null,
+                    _ => Sql::Text(["NPU", "Bench"][rng.below(2) as usize].to_string()),
+                };
+                [
+                    Sql::Text(format!("k{i}")),
+                    Sql::Integer(rng.below(3) as i64),
+                    b,
+                    c,
+                    Sql::Text(text(&mut rng, 12)),
+                ]
+            })
+            .collect();
+        write(&path, &rows, 0).unwrap();
+        check(&path, &rows, 0);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn radix_sort_bits_is_stable_on_its_bits() {
+        let mut rng = Rng(9);
+        for bits in [1, 7, 11, 12, 33, 64, 96] {
+            let keys: Vec<u128> = (0..5000u128)
+                .map(|row| {
+                    let k = (rng.next() as u128) << 64 | rng.next() as u128;
+                    let k = k & ((1u128 << bits) - 1);
+                    (k << 32) | row
+                })
+                .collect();
+            let mut got = keys.clone();
+            radix_sort_bits(&mut got, 32, 32 + bits);
+            let mut want = keys;
+            want.sort_unstable();
+            assert!(got == want, "{bits} bits");
+        }
     }
 
     #[test]
