@@ -204,7 +204,8 @@ def build_section(work, roots):
         f"{meta.get('mem_total_g', '?')} GB, Linux {meta.get('kernel', '?')}. Load average (1/5/15 min) "
         f"{meta.get('load_before', '?')} before, {meta.get('load_after', '?')} after (the 2 cores are shared).",
         f"Build: {meta.get('probelens', '?')}, {meta.get('git', '?')}; {meta.get('rustc', '?')}, "
-        f"`cargo build --release`. Started {meta.get('date', '?')} {meta.get('time', '?')} UTC.",
+        f"`cargo build --release`. Started {meta.get('date', '?')} {meta.get('time', '?')} UTC. "
+        f"Untimed warm-up runs before the timed ones: {meta.get('warmup', '0 (before 2026-12-01 06:10 UTC)')}.",
         f"Input: dump.json {' + '.join(f'{x:.1f}' for x in per)} = {dump_mb:.1f} MB "
         f"({all_mb:.1f} MB with construct.json and stack.json; parse MB/s uses the {all_mb:.1f} MB).",
         "",
