@@ -17,11 +17,10 @@ pub struct Names {
     text: String,
     /// End offset in `text` of each name (a name starts where the previous ends).
     ends: Vec<u32>,
-    /// Low 32 bits of each name's hash (probe filter and growth without rehashing text).
-    hashes: Vec<u32>,
-    /// `id + 1` per slot, 0 for empty; a power of two long, at most three quarters full (the
-    /// hashes spare most text comparisons).
-    slots: Vec<u32>,
+    /// Per slot, the low 32 bits of its name's hash above `id + 1`; 0 for empty. A power of two
+    /// long, at most three quarters full. A probe reads slots only (the hash in the slot spares
+    /// the text comparisons and a read elsewhere per probe), and growing needs no text.
+    slots: Vec<u64>,
     hasher: foldhash::fast::RandomState,
 }
 
@@ -52,17 +51,22 @@ impl Names {
     fn slot(&self, s: &str, h: u64) -> usize {
         let mask = self.slots.len() - 1;
         let mut i = (h as usize) & mask;
+        let tag = h << 32;
         loop {
             let v = self.slots[i];
             if v == 0 {
                 return i;
             }
-            let id = v - 1;
-            if self.hashes[id as usize] == h as u32 && self.str(NameId(id)) == s {
+            if v & !0xffff_ffff == tag && self.str(Self::id_of(v)) == s {
                 return i;
             }
             i = (i + 1) & mask;
         }
+    }
+
+    /// The id in an occupied slot.
+    fn id_of(slot: u64) -> NameId {
+        NameId((slot as u32).wrapping_sub(1))
     }
 
     pub fn get(&self, s: &str) -> Option<NameId> {
@@ -71,7 +75,7 @@ impl Names {
         }
         match self.slots[self.slot(s, self.hash(s))] {
             0 => None,
-            v => Some(NameId(v - 1)),
+            v => Some(Self::id_of(v)),
         }
     }
 
@@ -84,7 +88,7 @@ impl Names {
         let h = self.hash(s);
         let at = self.slot(s, h);
         if self.slots[at] != 0 {
-            return Some(NameId(self.slots[at] - 1));
+            return Some(Self::id_of(self.slots[at]));
         }
         let end = u32::try_from(self.text.len() + s.len()).ok()?;
         let id = u32::try_from(self.ends.len())
@@ -92,22 +96,21 @@ impl Names {
             .filter(|&i| i < u32::MAX)?;
         self.text.push_str(s);
         self.ends.push(end);
-        self.hashes.push(h as u32);
-        self.slots[at] = id + 1;
+        self.slots[at] = (h << 32) | (id as u64 + 1);
         Some(NameId(id))
     }
 
     fn grow(&mut self) {
         let n = (self.slots.len() * 2).max(64);
-        let mut slots = vec![0u32; n];
+        let mut slots = vec![0u64; n];
         let mask = n - 1;
-        for (id, &h) in self.hashes.iter().enumerate() {
-            // The low 32 bits are all the table uses of a hash below 2^32 slots.
-            let mut i = (h as usize) & mask;
+        for &v in self.slots.iter().filter(|&&v| v != 0) {
+            // The hash's low 32 bits (kept in the slot) are all the table uses below 2^32 slots.
+            let mut i = (v >> 32) as usize & mask;
             while slots[i] != 0 {
                 i = (i + 1) & mask;
             }
-            slots[i] = id as u32 + 1;
+            slots[i] = v;
         }
         self.slots = slots;
     }
@@ -116,7 +119,6 @@ impl Names {
     pub fn shrink_to_fit(&mut self) {
         self.text.shrink_to_fit();
         self.ends.shrink_to_fit();
-        self.hashes.shrink_to_fit();
     }
 }
 
