@@ -270,13 +270,6 @@ impl Comparison {
         }
     }
 
-    /// Whether verdicts were left to the reads ([`CompareOptions::defer_verdicts`]): a host
-    /// then takes each node's verdict and warning from [`Comparison::judge_with_io`], not from
-    /// the graph.
-    pub fn deferred(&self) -> bool {
-        self.deferred
-    }
-
     /// [`Comparison::results_with_io`] with the node's verdict: the graph's, or, where the
     /// compare deferred it, the one its rows give now, and the warning a pair that cannot be
     /// compared gives (reported by the compare itself when nothing was deferred).
