@@ -675,6 +675,7 @@ impl Graph {
         let mut b = Builder {
             d,
             g: Graph::new(d.node_names.clone()),
+            stack_of: Vec::new(),
         };
         // Nearly every node is a construct.json key (the rest: API collections, parameter
         // gradients): reserve for those, so the arena does not double past what it needs.
@@ -783,6 +784,10 @@ fn py_int(s: &str) -> Option<i64> {
 struct Builder<'a> {
     d: &'a RankDump,
     g: Graph,
+    /// While the construct.json nodes are made: the stack.json entry of each dump name (its
+    /// index in `stack_by_name`, `u32::MAX` for none), so a named node finds its stack without
+    /// hashing its name again (most names have none: a miss probes furthest).
+    stack_of: Vec<u32>,
 }
 
 impl Builder<'_> {
@@ -852,7 +857,10 @@ impl Builder<'_> {
         let cached = name_id.and_then(|i| node_of.get(i.0 as usize).copied());
         let found = match cached {
             Some(n) if n != NodeId::MAX => Some(n),
-            _ => self.g.get(name),
+            // Every node named by a dump name is in `node_of` (`init_nodes` registers the root,
+            // this function the rest): a dump name not there has no node yet.
+            Some(_) => None,
+            None => self.g.get(name),
         };
         if let Some(id) = found {
             if let Some(i) = name_id {
@@ -875,7 +883,10 @@ impl Builder<'_> {
             }
         }
         let entry = name_id.and_then(|i| self.d.entry_of(i));
-        let stack_val = self.d.stack_by_name.get(name);
+        let stack_val = match name_id.and_then(|i| self.stack_of.get(i.0 as usize)) {
+            Some(&i) => self.d.stack_by_name.value(i as usize),
+            None => self.d.stack_by_name.get(name),
+        };
         let mut stack = match stack_val {
             Some(v) => Stack::Val(v),
             None => Stack::Empty,
@@ -908,6 +919,17 @@ impl Builder<'_> {
     fn init_nodes(&mut self) {
         let d = self.d;
         let mut node_of = vec![NodeId::MAX; d.node_names.len()];
+        self.stack_of = vec![u32::MAX; d.node_names.len()];
+        for (i, (name, _)) in d.stack_by_name.iter().enumerate() {
+            if let Some(id) = d.node_names.get(name) {
+                self.stack_of[id.0 as usize] = i as u32;
+            }
+        }
+        // The root is the one node made before: registered if its name is a dump name.
+        let root = self.g.nodes[ROOT as usize].name.0 as usize;
+        if let Some(slot) = node_of.get_mut(root) {
+            *slot = ROOT;
+        }
         for &(sub_id, up_id) in &d.construct {
             let sub = d.node_names.str(sub_id);
             let upnode = match up_id {
@@ -929,6 +951,7 @@ impl Builder<'_> {
             };
             self.create_or_get(sub, Some(sub_id), Some(upnode), &mut node_of);
         }
+        self.stack_of = Vec::new();
     }
 
     fn is_recompute_by_stack(&self, stack: Option<Val>) -> bool {

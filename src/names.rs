@@ -163,6 +163,10 @@ impl<V: Copy> NameMap<V> {
         }
         true
     }
+    /// The value of the `i`-th name in first-insertion order ([`NameMap::iter`]'s position).
+    pub fn value(&self, i: usize) -> Option<V> {
+        self.vals.get(i).copied()
+    }
     /// (name, value) in first-insertion order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, V)> + '_ {
         self.vals
