@@ -425,8 +425,8 @@ fn timestamp() -> String {
     format!("{y:04}{mo:02}{d:02}{h:02}{m:02}{s:02}")
 }
 
-/// Rows encoded as SQLite records by the threads that format them (`sqlite_writer::append_record`),
-/// for the writer thread, which only packs them into pages and keeps their index keys.
+/// Rows encoded as SQLite records by the thread that formats them (`sqlite_writer::append_record`),
+/// waiting to be packed into pages.
 #[derive(Default)]
 struct Batch {
     bytes: Vec<u8>,
@@ -434,53 +434,36 @@ struct Batch {
     rows: Vec<(usize, usize)>,
 }
 
-/// What the export sends to the database writer thread.
-enum DbMsg {
-    Rows(Batch),
-    /// About this many node rows follow (`Writer::expect_rows`).
-    ExpectNodes(usize),
+/// The database writer shared by the formatting threads, and its first error (after which
+/// rows are dropped; the error is reported when the export ends).
+struct SharedDb {
+    db: DbWriter,
+    err: Option<std::io::Error>,
 }
 
-/// The export's [`Sink`] on a formatting thread: rows are encoded here and go in batches to the
-/// writer thread, so formatting the next rows overlaps the writing. If the writer stops (an
-/// error), sending fails and the rest is dropped; the writer's error is reported when it is
-/// joined.
-struct ChanSink {
+/// The export's [`Sink`] on a formatting thread: rows are encoded here into a batch, and the
+/// batch is packed into the file's pages by the same thread, under the writer's lock, while it
+/// is still in this core's cache (a writer thread of its own read every batch from the other
+/// cores' caches, and was a third thread on two cores).
+struct DbSink<'w> {
     batch: Batch,
-    to_writer: std::sync::mpsc::SyncSender<DbMsg>,
-    /// Batches the writer is done with, to be filled again: a fresh 320 KiB buffer per batch
-    /// was a fresh mapping each time (page faults, zeroing: ~5 % of the export's CPU).
-    spare: Spare,
-    closed: bool,
+    shared: &'w std::sync::Mutex<SharedDb>,
 }
 
-/// Emptied batches going back from the writer to the formatting threads.
-type Spare = std::sync::Arc<std::sync::Mutex<Vec<Batch>>>;
-
-impl ChanSink {
-    /// A batch is sent at this many rows or bytes (at most 8 wait: the writer keeps up).
+impl<'w> DbSink<'w> {
+    /// A batch is packed at this many rows or bytes.
     const ROWS: usize = 512;
     const BYTES: usize = 256 << 10;
-    fn batch() -> Batch {
-        Batch {
-            // Room for the rows up to the limit and the one that passes it, as a rule: a
-            // vector grown by doubling held up to twice what it was sent with.
-            bytes: Vec::with_capacity(Self::BYTES + (Self::BYTES >> 2)),
-            rows: Vec::with_capacity(Self::ROWS),
-        }
-    }
-    fn new(to_writer: std::sync::mpsc::SyncSender<DbMsg>, spare: Spare) -> ChanSink {
-        ChanSink {
-            batch: Self::batch(),
-            to_writer,
-            spare,
-            closed: false,
+    fn new(shared: &'w std::sync::Mutex<SharedDb>) -> DbSink<'w> {
+        DbSink {
+            batch: Batch {
+                bytes: Vec::with_capacity(Self::BYTES + (Self::BYTES >> 2)),
+                rows: Vec::with_capacity(Self::ROWS),
+            },
+            shared,
         }
     }
     fn push(&mut self, table: usize, values: &[probelens::sqlite_writer::Value]) {
-        if self.closed {
-            return;
-        }
         probelens::sqlite_writer::append_record(values, &mut self.batch.bytes);
         self.batch.rows.push((table, self.batch.bytes.len()));
         if self.batch.rows.len() >= Self::ROWS || self.batch.bytes.len() >= Self::BYTES {
@@ -489,69 +472,44 @@ impl ChanSink {
     }
     fn expect_nodes(&mut self, n: usize) {
         self.flush();
-        self.send(DbMsg::ExpectNodes(n));
+        if let Ok(mut s) = self.shared.lock() {
+            s.db.expect_rows(visdb::TB_NODES, n);
+        }
     }
-    /// Another sink into the same writer (for a second producer thread).
-    fn sibling(&self) -> ChanSink {
-        ChanSink::new(self.to_writer.clone(), self.spare.clone())
+    /// Another sink into the same writer (for a second formatting thread).
+    fn sibling(&self) -> DbSink<'w> {
+        DbSink::new(self.shared)
     }
     fn flush(&mut self) {
         if self.batch.rows.is_empty() {
             return;
         }
-        let next = self
-            .spare
-            .lock()
-            .ok()
-            .and_then(|mut s| s.pop())
-            .unwrap_or_else(Self::batch);
-        let b = std::mem::replace(&mut self.batch, next);
-        self.send(DbMsg::Rows(b));
-    }
-    fn send(&mut self, m: DbMsg) {
-        if !self.closed && self.to_writer.send(m).is_err() {
-            self.closed = true;
+        // A poisoned lock: the other thread panicked (the scope passes the panic on).
+        if let Ok(mut s) = self.shared.lock() {
+            let s = &mut *s;
+            if s.err.is_none() {
+                let mut start = 0;
+                for &(table, end) in &self.batch.rows {
+                    if let Err(e) = s.db.insert_record(table, &self.batch.bytes[start..end]) {
+                        s.err = Some(e);
+                        break;
+                    }
+                    start = end;
+                }
+            }
         }
+        self.batch.bytes.clear();
+        self.batch.rows.clear();
     }
 }
 
-impl Sink for ChanSink {
+impl Sink for DbSink<'_> {
     fn node(&mut self, row: NodeRow<&str>) {
         self.push(visdb::TB_NODES, &visdb::node_values(&row));
     }
     fn stack(&mut self, row: StackRow) {
         self.push(visdb::TB_STACK, &visdb::stack_values(&row));
     }
-}
-
-/// The writer thread: appends every row to the database file (tables' leaf pages; the
-/// indexes are written by [`Writer::finish`] once every row is in).
-fn write_rows(
-    mut db: DbWriter,
-    batches: std::sync::mpsc::Receiver<DbMsg>,
-    spare: Spare,
-) -> std::io::Result<DbWriter> {
-    for m in batches {
-        match m {
-            DbMsg::Rows(mut b) => {
-                let mut start = 0;
-                for &(table, end) in &b.rows {
-                    db.insert_record(table, &b.bytes[start..end])?;
-                    start = end;
-                }
-                b.bytes.clear();
-                b.rows.clear();
-                if let Ok(mut s) = spare.lock() {
-                    // As many as can be in flight (the channel's 8, one per producer).
-                    if s.len() < 12 {
-                        s.push(b);
-                    }
-                }
-            }
-            DbMsg::ExpectNodes(n) => db.expect_rows(visdb::TB_NODES, n),
-        }
-    }
-    Ok(db)
 }
 
 type DbWriter = Writer<DbFile>;
@@ -750,16 +708,11 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let mut config: Option<ConfigRow> = None;
     // (data_source, step) -> ranks -> distributed nodes
     let mut dist: DistBySource = Vec::new();
-    // Rows are formatted on this thread and written by a writer thread.
-    // At most 8 batches of 512 rows wait (~6 MB): the writer keeps up with the formatting.
-    let (to_writer, batches) = std::sync::mpsc::sync_channel::<DbMsg>(8);
-    let db = std::thread::scope(|scope| -> Result<DbWriter> {
-        let spare = Spare::default();
-        let writer = {
-            let spare = spare.clone();
-            scope.spawn(move || write_rows(db, batches, spare))
-        };
-        let mut sink = ChanSink::new(to_writer, spare);
+    // Rows are formatted, encoded and packed into pages by the formatting threads
+    // (`export_graphs`), which share the writer.
+    let shared = std::sync::Mutex::new(SharedDb { db, err: None });
+    let db = {
+        let mut sink = DbSink::new(&shared);
         let produced = (|| -> Result<()> {
             progress.update(0, "building graphs");
             let mut rank_list: Option<Vec<i64>> = None;
@@ -846,14 +799,15 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         })();
         sink.flush();
         drop(sink);
-        let written = match writer.join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        };
+        let SharedDb { db, err } = shared
+            .into_inner()
+            .map_err(|_| Error::input(db_path.display().to_string(), "the export failed"))?;
         // A database error stops the export; report it before what the producer saw after it.
-        let db = written.map_err(|e| db_err(&db_path, e))?;
-        produced.map(|()| db)
-    })?;
+        if let Some(e) = err {
+            return Err(db_err(&db_path, e));
+        }
+        produced.map(|()| db)?
+    };
     let te = Instant::now();
     let mut db = db;
     if let Some(c) = &config {
@@ -1177,7 +1131,7 @@ fn export_part() -> usize {
 /// nodes in order. The NPU graph, which carries the compare columns, takes longer than the
 /// Bench graph: with a graph per thread one core waited for the other for ~0.1 s. The database
 /// does not depend on the order of the inserts (node rows carry their `node_order`).
-fn export_graphs(graphs: &[&GraphExport], sink: &mut ChanSink) -> Vec<Vec<DistNode>> {
+fn export_graphs(graphs: &[&GraphExport], sink: &mut DbSink) -> Vec<Vec<DistNode>> {
     let part = export_part();
     let rows: Vec<GraphRows> = graphs.iter().map(|x| GraphRows::new(x)).collect();
     sink.expect_nodes(rows.iter().map(GraphRows::len).sum());
@@ -1192,7 +1146,7 @@ fn export_graphs(graphs: &[&GraphExport], sink: &mut ChanSink) -> Vec<Vec<DistNo
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     type Warnings = Vec<(usize, usize, probelens::error::Diagnostic)>;
-    let work = |sink: &mut ChanSink| -> (Vec<(usize, Vec<DistNode>)>, Warnings) {
+    let work = |sink: &mut DbSink| -> (Vec<(usize, Vec<DistNode>)>, Warnings) {
         let mut writers: Vec<Option<RowWriter>> = rows.iter().map(|_| None).collect();
         let mut found = Vec::new();
         loop {
