@@ -1765,18 +1765,17 @@ fn column_ranks(column: Column) -> Ranks {
     let n = column.col.len();
     let mut of_row = vec![0u32; n];
     let mut distinct = 0u32;
-    // Gives each row in `order` its rank, a new one where `same` says it differs from the
-    // row before; calls `first` with each rank's first row.
-    let mut assign =
-        |order: &[u32], same: &dyn Fn(u32, u32) -> bool, first: &mut dyn FnMut(u32)| {
-            for (j, &row) in order.iter().enumerate() {
-                if j == 0 || !same(order[j - 1], row) {
-                    distinct += 1;
-                    first(row);
-                }
-                of_row[row as usize] = distinct - 1;
+    // Gives each row in `order` its rank, a new one where `same(j)` says the `j`-th row differs
+    // from the row before; calls `first` with each rank's first row.
+    let mut assign = |order: &[u32], same: &dyn Fn(usize) -> bool, first: &mut dyn FnMut(u32)| {
+        for (j, &row) in order.iter().enumerate() {
+            if j == 0 || !same(j) {
+                distinct += 1;
+                first(row);
             }
-        };
+            of_row[row as usize] = distinct - 1;
+        }
+    };
     let by_rank = match &column.col {
         Col::Ints(ints) => {
             let mut pairs: Vec<(i64, u32)> = (0..n).map(|i| (ints.get(i), i as u32)).collect();
@@ -1786,7 +1785,7 @@ fn column_ranks(column: Column) -> Ranks {
             let mut values = Vec::new();
             assign(
                 &order,
-                &|a, b| ints.get(a as usize) == ints.get(b as usize),
+                &|j| ints.get(order[j - 1] as usize) == ints.get(order[j] as usize),
                 &mut |row| values.push(ints.get(row as usize)),
             );
             ByRank::Ints(values)
@@ -1798,6 +1797,10 @@ fn column_ranks(column: Column) -> Ranks {
             let (mut order, texts): (Vec<u32>, Vec<u32>) =
                 (0..n as u32).partition(|&r| !matches!(key(r), Key::Text(_)));
             order.sort_unstable_by(|&a, &b| column.cmp_keys(key(a), key(b)));
+            // Where the texts start in `order`; for each text after the first, whether it equals
+            // the one before (the sort knows: no second pass over their common prefixes).
+            let first_text = order.len();
+            let mut equal: Vec<bool> = Vec::with_capacity(texts.len());
             let offset = |r: u32| match key(r) {
                 Key::Text(o) => o,
                 _ => 0,
@@ -1817,22 +1820,28 @@ fn column_ranks(column: Column) -> Ranks {
                     }
                 }
                 let text = |i: u32| column.text_at(runs[i as usize].0);
-                for i in sort_texts(runs.len(), &text) {
+                let (sorted, same) = sort_texts(runs.len(), &text);
+                for (i, same) in sorted.into_iter().zip(same) {
                     let start = runs[i as usize].1;
                     let end = runs.get(i as usize + 1).map_or(by_offset.len(), |r| r.1);
                     order.extend(by_offset[start..end].iter().map(|p| p.1));
+                    // The run's rows are one stored text.
+                    equal.push(same);
+                    equal.extend(std::iter::repeat_n(true, end - start - 1));
                 }
             } else {
                 let text = |i: u32| column.text_at(offset(texts[i as usize]));
-                let sorted = sort_texts(texts.len(), &text);
+                let (sorted, same) = sort_texts(texts.len(), &text);
                 order.extend(sorted.into_iter().map(|i| texts[i as usize]));
+                equal = same;
             }
             let mut values = Vec::new();
-            assign(
-                &order,
-                &|a, b| column.cmp_keys(key(a), key(b)) == Ordering::Equal,
-                &mut |row| values.push(key(row)),
-            );
+            let same = |j: usize| match j.checked_sub(first_text) {
+                // Texts: the sort's verdict (the first text differs from any number or NULL).
+                Some(t) => t > 0 && equal[t],
+                None => column.cmp_keys(key(order[j - 1]), key(order[j])) == Ordering::Equal,
+            };
+            assign(&order, &same, &mut |row| values.push(key(row)));
             ByRank::Any(values, Box::new(Column::new(0)))
         }
     };
@@ -1855,7 +1864,10 @@ fn column_ranks(column: Column) -> Ranks {
 /// by their next 8 bytes, read once into the sort items (names share long prefixes such as
 /// `Module.module.module.language_model.encoder.layers.`, where a comparison sort compares
 /// them again and again, with a cache miss into the text on both sides each time).
-fn sort_texts<'t>(n: usize, text: &impl Fn(u32) -> Txt<'t>) -> Vec<u32> {
+///
+/// With the order, for each position whether its text equals the one before (texts that end
+/// together after equal bytes).
+fn sort_texts<'t>(n: usize, text: &impl Fn(u32) -> Txt<'t>) -> (Vec<u32>, Vec<bool>) {
     #[derive(Clone, Copy)]
     struct Item {
         chunk: u64,
@@ -1874,6 +1886,7 @@ fn sort_texts<'t>(n: usize, text: &impl Fn(u32) -> Txt<'t>) -> Vec<u32> {
         })
         .collect();
     // Ranges still to sort, with the depth their texts agree to.
+    let mut equal = vec![false; n];
     let mut todo: Vec<(usize, usize, usize)> = vec![(0, items.len(), 0)];
     while let Some((a, b, depth)) = todo.pop() {
         let group = &mut items[a..b];
@@ -1893,14 +1906,16 @@ fn sort_texts<'t>(n: usize, text: &impl Fn(u32) -> Txt<'t>) -> Vec<u32> {
             {
                 j += 1;
             }
-            // Equal so far and not ended: the next 8 bytes decide.
+            // Equal so far and not ended: the next 8 bytes decide. Ended together: equal.
             if j - i > 1 && group[i].len == 8 {
                 todo.push((a + i, a + j, depth + 8));
+            } else if j - i > 1 {
+                equal[a + i + 1..a + j].fill(true);
             }
             i = j;
         }
     }
-    items.into_iter().map(|it| it.text).collect()
+    (items.into_iter().map(|it| it.text).collect(), equal)
 }
 
 /// How many bytes after `depth` all `texts` share.
@@ -2252,13 +2267,16 @@ mod tests {
                     let (head, tail) = t.split_at(if split { cuts[i as usize] } else { t.len() });
                     Txt { head, tail }
                 };
-                let got: Vec<&[u8]> = sort_texts(refs.len(), &txt)
-                    .iter()
-                    .map(|&i| refs[i as usize])
-                    .collect();
+                let (order, equal) = sort_texts(refs.len(), &txt);
+                let got: Vec<&[u8]> = order.iter().map(|&i| refs[i as usize]).collect();
                 let mut want = refs.clone();
                 want.sort();
                 assert_eq!(got, want, "round {round}");
+                // Each position: whether its text equals the one before.
+                let same: Vec<bool> = (0..got.len())
+                    .map(|i| i > 0 && got[i] == got[i - 1])
+                    .collect();
+                assert_eq!(equal, same, "round {round}");
             }
         }
     }
