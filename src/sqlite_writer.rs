@@ -1235,6 +1235,46 @@ fn num_cmp_if(i: i64, r: f64) -> Ordering {
     }
 }
 
+/// Table leaves waiting to be written together: the rows fill leaves on consecutive pages (one
+/// page counter, nothing else allocating between them but an overflow chain), and one write of
+/// 16 pages costs the system less than 16 of one (a page-cache lookup, lock and accounting per
+/// write, and room for larger folios).
+#[derive(Default)]
+struct Run {
+    first: u32,
+    bytes: Vec<u8>,
+}
+
+impl Run {
+    const PAGES: usize = 16;
+    /// Adds page `pgno`; writes the run first if `pgno` does not follow it, and when it is full.
+    fn add<O: Output>(&mut self, pages: &Pages<O>, pgno: u32, page: &[u8]) -> io::Result<()> {
+        let next = self.first as usize + self.bytes.len() / PAGE_SIZE;
+        if !self.bytes.is_empty() && pgno as usize != next {
+            self.flush(pages)?;
+        }
+        if self.bytes.is_empty() {
+            self.first = pgno;
+            self.bytes.reserve_exact(Self::PAGES * PAGE_SIZE);
+        }
+        self.bytes.extend_from_slice(page);
+        if self.bytes.len() >= Self::PAGES * PAGE_SIZE {
+            self.flush(pages)?;
+        }
+        Ok(())
+    }
+    fn flush<O: Output>(&mut self, pages: &Pages<O>) -> io::Result<()> {
+        if self.bytes.is_empty() {
+            return Ok(());
+        }
+        let r = pages
+            .out
+            .write_at(Pages::<O>::offset(self.first), &self.bytes);
+        self.bytes.clear();
+        r
+    }
+}
+
 /// A table being written: its current leaf page and the leaves written so far.
 struct TableState {
     def: Table,
@@ -1256,6 +1296,8 @@ pub struct Writer<O: Output> {
     cell: Vec<u8>,
     /// A record's fields ([`Writer::insert_record`]).
     fields: Vec<(u64, usize)>,
+    /// Full table leaves with consecutive page numbers, written as one (see [`Run`]).
+    run: Run,
     /// Bytes the kept index keys may take (see [`Writer::set_key_budget`]).
     key_budget: usize,
     key_bytes: usize,
@@ -1323,6 +1365,7 @@ impl<O: Output> Writer<O> {
             record: Vec::new(),
             cell: Vec::new(),
             fields: Vec::new(),
+            run: Run::default(),
             key_budget: usize::MAX,
             key_bytes: 0,
             deferred: false,
@@ -1458,7 +1501,7 @@ impl<O: Output> Writer<O> {
         if !t.leaf.fits(len) {
             let pgno = self.pages.alloc();
             t.leaf.seal(0);
-            self.pages.write(pgno, &t.leaf.buf)?;
+            self.run.add(&self.pages, pgno, &t.leaf.buf)?;
             t.leaves.push((pgno, rowid - 1));
             t.leaf.reset();
         }
@@ -1475,6 +1518,8 @@ impl<O: Output> Writer<O> {
     /// [`Writer::finish`], sorting the indexes on two threads when `join` runs its two pieces of
     /// work in parallel (see [`crate::Join`]).
     pub fn finish_with(mut self, join: Option<crate::Join>) -> io::Result<O> {
+        self.run.flush(&self.pages)?;
+        self.run = Run::default();
         for ti in 0..self.tables.len() {
             self.finish_table(ti)?;
         }
