@@ -332,52 +332,9 @@ fn two_threads(a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
     });
 }
 
-/// The CLI compares each pair once, as its rows are written (`defer_verdicts`): the rows
-/// (verdicts, compare columns, distributed nodes) are those of the compare made up front.
-#[test]
-fn deferred_verdicts_do_not_change_results() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let (mut runs, mut judged) = (0, 0);
-    for case in std::fs::read_dir(&fixtures).unwrap().flatten() {
-        let (n, b) = (case.path().join("npu"), case.path().join("bench"));
-        if !n.is_dir() || !b.is_dir() {
-            continue;
-        }
-        let (nf, bf) = (MemFiles::load(&n, 0), MemFiles::load(&b, 0));
-        let yaml = case.path().join("layer_mapping.yaml");
-        let mapping = std::fs::read_to_string(&yaml)
-            .ok()
-            .map(|t| probelens::mapping::LayerMapping::parse("layer_mapping.yaml", &t).unwrap());
-        for (fuzzy, layer_mapping) in [(false, None), (true, None), (false, mapping)] {
-            let mut opts = RunOptions {
-                fuzzy,
-                layer_mapping,
-                join: Some(two_threads),
-                ..RunOptions::default()
-            };
-            let eager = run_all_with(&nf, &bf, &opts);
-            opts.defer_verdicts = true;
-            let deferred = run_all_with(&nf, &bf, &opts);
-            assert!(
-                eager.1 == deferred.1 && eager.2 == deferred.2,
-                "{}: fuzzy {fuzzy}: rows differ with deferred verdicts",
-                case.path().display()
-            );
-            judged += deferred
-                .1
-                .iter()
-                .filter(|r| r.precision_index.is_some())
-                .count();
-            runs += 1;
-        }
-    }
-    assert!(runs >= 6, "{runs}");
-    // Not vacuous: rows with verdicts were compared.
-    assert!(judged >= 1000, "{judged}");
-}
-
-#[test]
-fn threads_do_not_change_results() {
+/// Every fixture with both sides, under the three matchings (default, fuzzy, the fixture's layer
+/// mapping if it has one): `f(case, npu, bench, options)`; returns how many runs were made.
+fn each_fixture_matching(mut f: impl FnMut(&Path, &MemFiles, &MemFiles, RunOptions)) -> usize {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut runs = 0;
     for case in std::fs::read_dir(&fixtures).unwrap().flatten() {
@@ -391,21 +348,57 @@ fn threads_do_not_change_results() {
             .ok()
             .map(|t| probelens::mapping::LayerMapping::parse("layer_mapping.yaml", &t).unwrap());
         for (fuzzy, layer_mapping) in [(false, None), (true, None), (false, mapping)] {
-            let mut opts = RunOptions {
+            let opts = RunOptions {
                 fuzzy,
                 layer_mapping,
                 ..RunOptions::default()
             };
-            let one = run_all_with(&nf, &bf, &opts);
-            opts.join = Some(two_threads);
-            let two = run_all_with(&nf, &bf, &opts);
-            assert!(
-                one.1 == two.1 && one.2 == two.2,
-                "{}: fuzzy {fuzzy}: rows differ with two threads",
-                case.path().display()
-            );
+            f(&case.path(), &nf, &bf, opts);
             runs += 1;
         }
     }
+    runs
+}
+
+/// The CLI compares each pair once, as its rows are written (`defer_verdicts`): the rows
+/// (verdicts, compare columns, distributed nodes) are those of the compare made up front.
+#[test]
+fn deferred_verdicts_do_not_change_results() {
+    let mut judged = 0;
+    let runs = each_fixture_matching(|case, nf, bf, mut opts| {
+        opts.join = Some(two_threads);
+        let eager = run_all_with(nf, bf, &opts);
+        opts.defer_verdicts = true;
+        let deferred = run_all_with(nf, bf, &opts);
+        assert!(
+            eager.1 == deferred.1 && eager.2 == deferred.2,
+            "{}: fuzzy {}: rows differ with deferred verdicts",
+            case.display(),
+            opts.fuzzy
+        );
+        judged += deferred
+            .1
+            .iter()
+            .filter(|r| r.precision_index.is_some())
+            .count();
+    });
+    assert!(runs >= 6, "{runs}");
+    // Not vacuous: rows with verdicts were compared.
+    assert!(judged >= 1000, "{judged}");
+}
+
+#[test]
+fn threads_do_not_change_results() {
+    let runs = each_fixture_matching(|case, nf, bf, mut opts| {
+        let one = run_all_with(nf, bf, &opts);
+        opts.join = Some(two_threads);
+        let two = run_all_with(nf, bf, &opts);
+        assert!(
+            one.1 == two.1 && one.2 == two.2,
+            "{}: fuzzy {}: rows differ with two threads",
+            case.display(),
+            opts.fuzzy
+        );
+    });
     assert!(runs >= 6, "{runs}");
 }
