@@ -523,7 +523,12 @@ pub fn compare_mapped(
             cx.fuzzy_one(n);
         } else if let Some(m) = &mapping {
             let name = cx.gn.name(n);
-            let target = m.get(name).unwrap_or(name);
+            // A dump name (nearly all) by its id: the mapping is indexed by the NPU dump's names.
+            let mapped = match cx.gn.names.dump_id(cx.gn.nodes[n as usize].name) {
+                Some(id) => m.get_id(id),
+                None => m.get(name),
+            };
+            let target = mapped.unwrap_or(name);
             if let Some(b) = cx.gb.get(target) {
                 cx.link(n, b);
                 cx.compare_pair(n, b);

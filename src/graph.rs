@@ -47,6 +47,11 @@ impl GraphNames {
         }
     }
 
+    /// The dump's id of `n`, if it is one of the dump's names.
+    pub fn dump_id(&self, n: Name) -> Option<NameId> {
+        ((n.0 as usize) < self.dump.len()).then_some(NameId(n.0))
+    }
+
     /// The dump's name `id`.
     pub fn of_dump(&self, id: NameId) -> Name {
         Name(id.0)

@@ -1064,8 +1064,13 @@ const MAPPED_NA: u32 = u32::MAX - 1;
 impl<'a> ApiMapping<'a> {
     /// The Bench key (or "N/A") the NPU key `name` maps to; None if it is not a mapped key.
     pub fn get(&self, name: &str) -> Option<&'a str> {
-        let (n, b) = self.names?;
-        match *self.to.get(n.get(name)?.0 as usize)? {
+        self.get_id(self.names?.0.get(name)?)
+    }
+
+    /// [`ApiMapping::get`] of the NPU dump's name `id` (no hashing of the name).
+    pub fn get_id(&self, id: NameId) -> Option<&'a str> {
+        let (_, b) = self.names?;
+        match *self.to.get(id.0 as usize)? {
             UNMAPPED => None,
             MAPPED_NA => Some("N/A"),
             id => Some(b.str(NameId(id))),
