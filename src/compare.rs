@@ -255,19 +255,7 @@ impl Comparison {
         n: NodeId,
         io: Option<(&ItemMap, &ItemMap)>,
     ) -> Option<std::borrow::Cow<'_, [(String, ItemResult)]>> {
-        if let Some(r) = self.results.get(&n) {
-            return Some(std::borrow::Cow::Borrowed(r.as_slice()));
-        }
-        let b = self
-            .derived
-            .get(n as usize)
-            .copied()
-            .filter(|b| *b != NO_NODE)?;
-        let Sides { gn, dn, gb, db } = sides;
-        match pair_outcome(gn, dn, gb, db, self.mode, self, n, b, io) {
-            PairOutcome::Rows(r, _) => Some(std::borrow::Cow::Owned(r)),
-            _ => None,
-        }
+        self.read(sides, n, io).rows
     }
 
     /// [`Comparison::results_with_io`] with the node's verdict: the graph's, or, where the
@@ -279,47 +267,47 @@ impl Comparison {
         n: NodeId,
         io: Option<(&ItemMap, &ItemMap)>,
     ) -> Judged<'_> {
-        let precision = sides.gn.node(n).precision().map(|p| p.0);
-        if !self.deferred {
-            return Judged {
-                rows: self.results_with_io(sides, n, io),
-                precision,
-                warning: None,
-            };
+        let graph = sides.gn.node(n).precision().map(|p| p.0);
+        let mut j = self.read(sides, n, io);
+        if self.deferred {
+            j.precision = j.precision.or(graph);
+        } else {
+            j.precision = graph;
+            j.warning = None;
         }
-        if let Some(r) = self.results.get(&n) {
-            return Judged {
-                rows: Some(std::borrow::Cow::Borrowed(r.as_slice())),
-                precision,
-                warning: None,
-            };
-        }
-        let none = Judged {
+        j
+    }
+
+    /// Node `n`'s rows: stored, or derived again from its pair, then with the precision and
+    /// warning that compare gives (none for stored rows).
+    fn read(&self, sides: Sides, n: NodeId, io: Option<(&ItemMap, &ItemMap)>) -> Judged<'_> {
+        let mut j = Judged {
             rows: None,
-            precision,
+            precision: None,
             warning: None,
         };
+        if let Some(r) = self.results.get(&n) {
+            j.rows = Some(std::borrow::Cow::Borrowed(r.as_slice()));
+            return j;
+        }
         let Some(b) = self
             .derived
             .get(n as usize)
             .copied()
             .filter(|b| *b != NO_NODE)
         else {
-            return none;
+            return j;
         };
         let Sides { gn, dn, gb, db } = sides;
         match pair_outcome(gn, dn, gb, db, self.mode, self, n, b, io) {
-            PairOutcome::Rows(r, p) => Judged {
-                rows: Some(std::borrow::Cow::Owned(r)),
-                precision: Some(p),
-                warning: None,
-            },
-            PairOutcome::Warn(d) => Judged {
-                warning: Some(d),
-                ..none
-            },
-            PairOutcome::Nothing | PairOutcome::Judged(_) => none,
+            PairOutcome::Rows(r, p) => {
+                j.rows = Some(std::borrow::Cow::Owned(r));
+                j.precision = Some(p);
+            }
+            PairOutcome::Warn(d) => j.warning = Some(d),
+            PairOutcome::Nothing | PairOutcome::Judged(_) => {}
         }
+        j
     }
 
     /// The NPU nodes that have compare columns, in id order.

@@ -481,7 +481,7 @@ impl<'a> GraphRows<'a> {
                 .link_into(x.other.map(|o| o.0), n.partner(), &mut w.link);
             w.merge_info.clear();
             if let Some(v) = g.merge_info.get(&id).filter(|v| !v.is_empty()) {
-                w.merge_info.push_str(&json_str_list(v));
+                json_str_iter_into(v.iter().map(String::as_str), &mut w.merge_info);
             }
             let is_distributed = name.starts_with("Distributed");
             if is_distributed {

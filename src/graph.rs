@@ -680,7 +680,6 @@ impl Graph {
         let mut b = Builder {
             d,
             g: Graph::new(d.node_names.clone()),
-            stack_of: Vec::new(),
         };
         // Nearly every node is a construct.json key (the rest: API collections, parameter
         // gradients): reserve for those, so the arena does not double past what it needs.
@@ -789,10 +788,14 @@ fn py_int(s: &str) -> Option<i64> {
 struct Builder<'a> {
     d: &'a RankDump,
     g: Graph,
-    /// While the construct.json nodes are made: the stack.json entry of each dump name (its
-    /// index in `stack_by_name`, `u32::MAX` for none), so a named node finds its stack without
-    /// hashing its name again (most names have none: a miss probes furthest).
-    stack_of: Vec<u32>,
+}
+
+/// While the construct.json nodes are made, per dump name id: its node and its stack.json entry
+/// (its index in `stack_by_name`), `MAX` for none. A named node is found, and finds its stack,
+/// without hashing its name again (most names have no stack: a miss probes furthest).
+struct ById {
+    node: Vec<NodeId>,
+    stack: Vec<u32>,
 }
 
 impl Builder<'_> {
@@ -851,25 +854,25 @@ impl Builder<'_> {
     }
 
     /// The node named `name` (its interned id in the dump's names, if the caller has it), made
-    /// if new; `node_of` remembers the nodes of interned names (no hashing of the name again).
+    /// if new; `by_id` remembers the nodes of interned names (no hashing of the name again).
     fn create_or_get(
         &mut self,
         name: &str,
         name_id: Option<NameId>,
         parent: Option<NodeId>,
-        node_of: &mut [NodeId],
+        by_id: &mut ById,
     ) -> NodeId {
-        let cached = name_id.and_then(|i| node_of.get(i.0 as usize).copied());
+        let cached = name_id.and_then(|i| by_id.node.get(i.0 as usize).copied());
         let found = match cached {
             Some(n) if n != NodeId::MAX => Some(n),
-            // Every node named by a dump name is in `node_of` (`init_nodes` registers the root,
+            // Every node named by a dump name is in `by_id` (`init_nodes` registers the root,
             // this function the rest): a dump name not there has no node yet.
             Some(_) => None,
             None => self.g.get(name),
         };
         if let Some(id) = found {
             if let Some(i) = name_id {
-                if let Some(slot) = node_of.get_mut(i.0 as usize) {
+                if let Some(slot) = by_id.node.get_mut(i.0 as usize) {
                     *slot = id;
                 }
             }
@@ -883,12 +886,12 @@ impl Builder<'_> {
         };
         let id = self.g.add(interned, NodeOp::of(name), parent);
         if let Some(i) = name_id {
-            if let Some(slot) = node_of.get_mut(i.0 as usize) {
+            if let Some(slot) = by_id.node.get_mut(i.0 as usize) {
                 *slot = id;
             }
         }
         let entry = name_id.and_then(|i| self.d.entry_of(i));
-        let stack_val = match name_id.and_then(|i| self.stack_of.get(i.0 as usize)) {
+        let stack_val = match name_id.and_then(|i| by_id.stack.get(i.0 as usize)) {
             Some(&i) => self.d.stack_by_name.value(i as usize),
             None => self.d.stack_by_name.get(name),
         };
@@ -923,17 +926,18 @@ impl Builder<'_> {
 
     fn init_nodes(&mut self) {
         let d = self.d;
-        let mut node_of = vec![NodeId::MAX; d.node_names.len()];
-        self.stack_of = vec![u32::MAX; d.node_names.len()];
+        let mut by_id = ById {
+            node: vec![NodeId::MAX; d.node_names.len()],
+            stack: vec![u32::MAX; d.node_names.len()],
+        };
         for (i, (name, _)) in d.stack_by_name.iter().enumerate() {
             if let Some(id) = d.node_names.get(name) {
-                self.stack_of[id.0 as usize] = i as u32;
+                by_id.stack[id.0 as usize] = i as u32;
             }
         }
         // The root is the one node made before: registered if its name is a dump name.
-        let root = self.g.nodes[ROOT as usize].name.0 as usize;
-        if let Some(slot) = node_of.get_mut(root) {
-            *slot = ROOT;
+        if let Some(id) = self.g.names.dump_id(self.g.nodes[ROOT as usize].name) {
+            by_id.node[id.0 as usize] = ROOT;
         }
         for &(sub_id, up_id) in &d.construct {
             let sub = d.node_names.str(sub_id);
@@ -943,20 +947,19 @@ impl Builder<'_> {
                     match self.backward_inplace(sub, u) {
                         // The parent as construct.json names it: its id is at hand.
                         Some(Cow::Borrowed(up)) => {
-                            self.create_or_get(up, Some(u_id), None, &mut node_of)
+                            self.create_or_get(up, Some(u_id), None, &mut by_id)
                         }
-                        Some(Cow::Owned(up)) => self.create_or_get(&up, None, None, &mut node_of),
+                        Some(Cow::Owned(up)) => self.create_or_get(&up, None, None, &mut by_id),
                         None => ROOT,
                     }
                 }
                 None => match self.backward_upnode_missing(sub) {
-                    Some(up) => self.create_or_get(&up, None, None, &mut node_of),
+                    Some(up) => self.create_or_get(&up, None, None, &mut by_id),
                     None => ROOT,
                 },
             };
-            self.create_or_get(sub, Some(sub_id), Some(upnode), &mut node_of);
+            self.create_or_get(sub, Some(sub_id), Some(upnode), &mut by_id);
         }
-        self.stack_of = Vec::new();
     }
 
     fn is_recompute_by_stack(&self, stack: Option<Val>) -> bool {

@@ -298,17 +298,6 @@ enum In<'a> {
     Text(&'a [u8]),
 }
 
-impl<'a> From<Value<'a>> for In<'a> {
-    fn from(v: Value<'a>) -> In<'a> {
-        match v {
-            Value::Null => In::Null,
-            Value::Int(i) => In::Int(i),
-            Value::Real(f) => In::Real(f),
-            Value::Text(t) => In::Text(t.as_bytes()),
-        }
-    }
-}
-
 /// Where the file goes: positional writes (page `n` at byte `(n - 1) * PAGE_SIZE`), from more
 /// than one thread while the indexes are written. The host implements it (the CLI over a file).
 pub trait Output: Sync {
@@ -1440,17 +1429,29 @@ impl<O: Output> Writer<O> {
     /// same as [`Writer::insert`] of its values. The record is checked (its header and bodies
     /// must add up, one value per column, no blob in an indexed column).
     pub fn insert_record(&mut self, table: usize, record: &[u8]) -> io::Result<()> {
+        // The fields' buffer is reused from row to row.
+        let mut fields = std::mem::take(&mut self.fields);
+        let r = self.insert_fields(table, record, &mut fields);
+        self.fields = fields;
+        r
+    }
+
+    /// [`Writer::insert_record`] with `fields` to read the record's fields into.
+    fn insert_fields(
+        &mut self,
+        table: usize,
+        record: &[u8],
+        fields: &mut Vec<(u64, usize)>,
+    ) -> io::Result<()> {
         let Some(t) = self.tables.get_mut(table) else {
             return Err(invalid(format!("no table {table}")));
         };
-        let mut fields = std::mem::take(&mut self.fields);
-        let shape = record_fields(record, &mut fields);
+        let shape = record_fields(record, fields);
         if shape.is_none() || fields.len() != t.def.columns {
             let got = match shape {
                 Some(()) => format!("{} values", fields.len()),
                 None => "a malformed record".to_string(),
             };
-            self.fields = fields;
             return Err(invalid(format!(
                 "{}: {got} for {} columns",
                 t.def.name, t.def.columns
@@ -1458,7 +1459,6 @@ impl<O: Output> Writer<O> {
         }
         // Index entries name rows by a u32 (sorting 16-byte keys, not 24).
         if t.rows >= u32::MAX as i64 {
-            self.fields = fields;
             return Err(invalid(format!(
                 "{}: more than {} rows",
                 t.def.name,
@@ -1470,15 +1470,8 @@ impl<O: Output> Writer<O> {
                 field_value(record, fields[c])
                     .ok_or_else(|| invalid(format!("{}: a blob in indexed column {c}", t.def.name)))
             };
-            match t.keys.push(value, self.spill.as_deref_mut()) {
-                Ok(n) => self.key_bytes += n,
-                Err(e) => {
-                    self.fields = fields;
-                    return Err(e);
-                }
-            }
+            self.key_bytes += t.keys.push(value, self.spill.as_deref_mut())?;
         }
-        self.fields = fields;
         t.rows += 1;
         let rowid = t.rows;
         // The cell: payload size, rowid, the record's local part and, when it spills, the
