@@ -12,7 +12,7 @@ use crate::error::{Diagnostic, Error, Result};
 use crate::graph::{Graph, NodeId, NodeOp, Precision, ROOT};
 use crate::items::{k, Item, ItemMap, Mode, Num, Py, State};
 use crate::json::{KeyId, Store};
-use crate::mapping::{api_mapping, ApiMapping, LayerMapping};
+use crate::mapping::{api_mapping, api_mapping_of_sides, ApiMapping, LayerMapping, MappingSide};
 use crate::HashMap;
 use std::collections::VecDeque;
 
@@ -459,6 +459,21 @@ pub fn layer_mapping_of<'a>(
 ) -> Option<std::result::Result<ApiMapping<'a>, String>> {
     let lm = opts.layer_mapping.as_ref()?;
     Some(api_mapping(dn, db, lm, opts.join))
+}
+
+/// [`layer_mapping_of`] with either side's part made already ([`MappingSide::new`] on that
+/// dump, e.g. while the other dump was still being parsed).
+pub fn layer_mapping_of_sides<'a>(
+    dn: &'a RankDump,
+    db: &'a RankDump,
+    opts: &CompareOptions,
+    npu_side: Option<MappingSide<'a>>,
+    bench_side: Option<MappingSide<'a>>,
+) -> Option<std::result::Result<ApiMapping<'a>, String>> {
+    let lm = opts.layer_mapping.as_ref()?;
+    Some(api_mapping_of_sides(
+        dn, db, lm, opts.join, npu_side, bench_side,
+    ))
 }
 
 /// [`compare`] with the layer mapping [`layer_mapping_of`] made on `dn` and `db`.

@@ -1078,6 +1078,41 @@ impl<'a> ApiMapping<'a> {
     }
 }
 
+/// One dump's part of [`api_mapping`]: its data items and their trie. It depends on that dump
+/// alone, so a host may make each side's as soon as its dump is parsed
+/// ([`api_mapping_of_sides`]).
+#[derive(Debug)]
+pub struct MappingSide<'a> {
+    /// The dump the side was made of (a side is only used with the dump it came from).
+    dump: &'a RankDump,
+    made: std::result::Result<SideItems<'a>, Fail>,
+}
+
+#[derive(Debug)]
+struct SideItems<'a> {
+    items: Items<'a>,
+    trie: Trie<'a>,
+    /// Each item's trie node and position there.
+    pos: Vec<(usize, usize)>,
+}
+
+impl<'a> MappingSide<'a> {
+    /// The items and trie of `d` (a failure is kept: it is reported as [`api_mapping`] would).
+    pub fn new(d: &'a RankDump) -> MappingSide<'a> {
+        let made = make_items(d).map(|items| {
+            let mut trie = Trie::new();
+            let pos = trie.insert_all(&items);
+            SideItems { items, trie, pos }
+        });
+        MappingSide { dump: d, made }
+    }
+
+    /// Whether this side was made of `d` (the same dump in memory).
+    pub fn is_of(&self, d: &RankDump) -> bool {
+        std::ptr::eq(self.dump, d)
+    }
+}
+
 /// msprobe's `generate_api_mapping_by_layer_mapping`: NPU data key -> bench data key or "N/A".
 /// Errors are the messages msprobe would log before making the mapping ineffective.
 pub fn api_mapping<'a>(
@@ -1086,28 +1121,43 @@ pub fn api_mapping<'a>(
     lm: &LayerMapping,
     join: Option<crate::Join>,
 ) -> std::result::Result<ApiMapping<'a>, Fail> {
+    api_mapping_of_sides(npu, bench, lm, join, None, None)
+}
+
+/// [`api_mapping`] with either side's [`MappingSide`] made already (one made of another dump
+/// is made again); the missing ones are made here, side by side through `join`.
+pub fn api_mapping_of_sides<'a>(
+    npu: &'a RankDump,
+    bench: &'a RankDump,
+    lm: &LayerMapping,
+    join: Option<crate::Join>,
+    npu_side: Option<MappingSide<'a>>,
+    bench_side: Option<MappingSide<'a>>,
+) -> std::result::Result<ApiMapping<'a>, Fail> {
     if let Some(why) = &lm.invalid {
         return Err(why.clone());
     }
-    // The two sides' items and tries are independent.
+    let npu_side = npu_side.filter(|s| s.is_of(npu));
+    let bench_side = bench_side.filter(|s| s.is_of(bench));
+    // The two sides' items and tries are independent (nothing to run side by side when both
+    // are made).
+    let join = join.filter(|_| npu_side.is_none() || bench_side.is_none());
     let (n_side, b_side) = crate::join2(
         join,
-        || {
-            let items = make_items(npu)?;
-            let mut trie = Trie::new();
-            let pos = trie.insert_all(&items);
-            Ok::<_, Fail>((items, trie, pos))
-        },
-        || {
-            let items = make_items(bench)?;
-            let mut trie = Trie::new();
-            trie.insert_all(&items);
-            Ok::<_, Fail>((items, trie))
-        },
+        || npu_side.unwrap_or_else(|| MappingSide::new(npu)),
+        || bench_side.unwrap_or_else(|| MappingSide::new(bench)),
     );
     // NPU's failure first, as when the sides ran one after the other.
-    let (n_items, n_trie, n_pos) = n_side?;
-    let (b_items, b_trie) = b_side?;
+    let SideItems {
+        items: n_items,
+        trie: n_trie,
+        pos: n_pos,
+    } = n_side.made?;
+    let SideItems {
+        items: b_items,
+        trie: b_trie,
+        ..
+    } = b_side.made?;
     let mut to = vec![UNMAPPED; npu.node_names.len()];
     // Scoped keys matching at each NPU trie node (the node determines the path and class).
     let mut scoped_at: HashMap<usize, Vec<usize>> = HashMap::default();

@@ -5,13 +5,13 @@
 //! implements it over the file system, the page over the files the user dropped.
 
 use crate::compare::{
-    compare_mapped, compare_mode, layer_mapping_of, CompareOptions, Comparison, Sides,
+    compare_mapped, compare_mode, layer_mapping_of_sides, CompareOptions, Comparison, Sides,
 };
 use crate::dump::{FileNames, RankDump, RankParser};
 use crate::error::{Diagnostic, Error, Result};
 use crate::graph::Graph;
 use crate::items::Mode;
-use crate::mapping::LayerMapping;
+use crate::mapping::{LayerMapping, MappingSide};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -459,7 +459,84 @@ pub fn run_pair_shared(
     bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, false, None)
+    run_pair_impl(npu, bench, opts, false, None, None)
+}
+
+/// The work on one side of a pair that needs that side's dump alone: its graph and, with a
+/// layer mapping, its part of the mapping ([`MappingSide`]). A host that parses the two sides
+/// side by side makes each side's as soon as its dump is parsed (the CLI: the Bench side while
+/// the larger NPU side is still being parsed) and hands them to [`run_pair_prepared`].
+#[derive(Debug)]
+pub struct Prepared<'d> {
+    dump: &'d RankDump,
+    /// `Graph::build` of the dump; its error is reported where a build's would be.
+    graph: Option<Result<Graph>>,
+    mapping: Option<MappingSide<'d>>,
+}
+
+impl<'d> Prepared<'d> {
+    /// Builds `dump`'s graph and, when `layer_mapping` is given (a compare with `-lm`), its
+    /// part of the mapping; the two side by side through `join`.
+    pub fn new(
+        dump: &'d RankDump,
+        layer_mapping: Option<&LayerMapping>,
+        join: Option<crate::Join>,
+    ) -> Prepared<'d> {
+        // An invalid mapping file makes no mapping: nothing to prepare for it.
+        let wanted = layer_mapping.is_some_and(|lm| lm.invalid.is_none());
+        let join = join.filter(|_| wanted);
+        let (graph, mapping) = crate::join2(
+            join,
+            || Graph::build(dump),
+            || wanted.then(|| MappingSide::new(dump)),
+        );
+        Prepared {
+            dump,
+            graph: Some(graph),
+            mapping,
+        }
+    }
+
+    /// `graph`, made already by `Graph::build(dump)` and untouched since.
+    fn built(dump: &'d RankDump, graph: Graph) -> Prepared<'d> {
+        Prepared {
+            dump,
+            graph: Some(Ok(graph)),
+            mapping: None,
+        }
+    }
+
+    /// This side's work when it was made of `d` (the same dump in memory), else nothing.
+    fn of(
+        p: Option<Prepared<'d>>,
+        d: &RankDump,
+    ) -> (Option<Result<Graph>>, Option<MappingSide<'d>>) {
+        match p {
+            Some(p) if std::ptr::eq(p.dump, d) => (p.graph, p.mapping),
+            _ => (None, None),
+        }
+    }
+}
+
+/// [`run_pair_shared`] (or, with `parallel_checkers`, [`run_pair_shared_parallel_checkers`])
+/// with each side's [`Prepared`] work done already; one made of another dump than the pair's
+/// is done again.
+pub fn run_pair_prepared(
+    npu: Arc<RankDump>,
+    bench: Option<Arc<RankDump>>,
+    opts: &RunOptions,
+    parallel_checkers: bool,
+    npu_prepared: Prepared<'_>,
+    bench_prepared: Option<Prepared<'_>>,
+) -> Result<PairResult> {
+    run_pair_impl(
+        npu,
+        bench,
+        opts,
+        parallel_checkers,
+        Some(npu_prepared),
+        bench_prepared,
+    )
 }
 
 /// [`run_pair_shared`] with the NPU graph already built: `npu_graph` must be
@@ -471,7 +548,8 @@ pub fn run_pair_prebuilt(
     opts: &RunOptions,
     npu_graph: Graph,
 ) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, false, Some(npu_graph))
+    let pre = Prepared::built(&npu, npu_graph);
+    run_pair_impl(npu.clone(), bench, opts, false, Some(pre), None)
 }
 
 /// [`run_pair`] as msprobe runs it with `--rank_size` on a single rank folder: nothing to merge,
@@ -481,7 +559,7 @@ pub fn run_pair_parallel_checkers(
     bench: Option<RankDump>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
-    run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true, None)
+    run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true, None, None)
 }
 
 /// [`run_pair_parallel_checkers`] over dumps kept parsed (the page).
@@ -490,7 +568,7 @@ pub fn run_pair_shared_parallel_checkers(
     bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
 ) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, true, None)
+    run_pair_impl(npu, bench, opts, true, None, None)
 }
 
 fn run_pair_impl(
@@ -498,8 +576,10 @@ fn run_pair_impl(
     bench: Option<Arc<RankDump>>,
     opts: &RunOptions,
     parallel_merge: bool,
-    npu_graph: Option<Graph>,
+    npu_prepared: Option<Prepared<'_>>,
+    bench_prepared: Option<Prepared<'_>>,
 ) -> Result<PairResult> {
+    let (npu_graph, npu_side) = Prepared::of(npu_prepared, &npu);
     // What the parser read through comes first.
     let mut parsed: Vec<Diagnostic> = npu.diagnostics.clone();
     if let Some(b) = &bench {
@@ -507,7 +587,7 @@ fn run_pair_impl(
     }
     let Some(bench) = bench else {
         let mut gn = match npu_graph {
-            Some(g) => g,
+            Some(g) => g?,
             None => Graph::build(&npu)?,
         };
         let micro_steps = gn.paging_by_micro_step(None);
@@ -537,15 +617,16 @@ fn run_pair_impl(
     };
     // The layer mapping reads the dumps alone: made before the graphs, its items and tries are
     // freed before the graphs take their memory (on a large pair they were the peak).
-    let mapping = layer_mapping_of(&npu, &bench, &copts);
+    let (bench_graph, bench_side) = Prepared::of(bench_prepared, &bench);
+    let mapping = layer_mapping_of_sides(&npu, &bench, &copts, npu_side, bench_side);
     // The two graphs are independent; NPU's error first, as when built one after the other.
+    let join = opts
+        .join
+        .filter(|_| npu_graph.is_none() && bench_graph.is_none());
     let (gn, gb) = crate::join2(
-        opts.join,
-        || match npu_graph {
-            Some(g) => Ok(g),
-            None => Graph::build(&npu),
-        },
-        || Graph::build(&bench),
+        join,
+        || npu_graph.unwrap_or_else(|| Graph::build(&npu)),
+        || bench_graph.unwrap_or_else(|| Graph::build(&bench)),
     );
     let mut gn = gn?;
     let mut gb = gb?;

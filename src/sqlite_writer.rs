@@ -1232,6 +1232,11 @@ fn num_cmp_if(i: i64, r: f64) -> Ordering {
 struct Run {
     first: u32,
     bytes: Vec<u8>,
+    /// Full runs kept for the host instead of written ([`Writer::hand_runs`]): where each goes
+    /// and its bytes.
+    handed: Option<Vec<(u64, Vec<u8>)>>,
+    /// Buffers of handed runs given back ([`Writer::give_back`]), reused for the next runs.
+    spare: Vec<Vec<u8>>,
 }
 
 impl Run {
@@ -1256,9 +1261,13 @@ impl Run {
         if self.bytes.is_empty() {
             return Ok(());
         }
-        let r = pages
-            .out
-            .write_at(Pages::<O>::offset(self.first), &self.bytes);
+        let at = Pages::<O>::offset(self.first);
+        if let Some(handed) = &mut self.handed {
+            let next = self.spare.pop().unwrap_or_default();
+            handed.push((at, std::mem::replace(&mut self.bytes, next)));
+            return Ok(());
+        }
+        let r = pages.out.write_at(at, &self.bytes);
         self.bytes.clear();
         r
     }
@@ -1503,6 +1512,29 @@ impl<O: Output> Writer<O> {
         Ok(())
     }
 
+    /// From now on full runs of table leaves (16 pages, 64 KiB each) are kept for the caller to
+    /// write ([`Writer::take_runs`]) instead of being written here: a host that shares the writer
+    /// between threads under a lock writes them after it has let go of the lock (the export's
+    /// writes then no longer wait for each other).
+    pub fn hand_runs(&mut self) {
+        self.run.handed.get_or_insert_with(Vec::new);
+    }
+
+    /// Moves the runs kept since the last call into `into`: each `(offset, bytes)` must be
+    /// written at that offset of the output before the file is read. [`Writer::finish`] writes
+    /// those never taken. The buffers may come back through [`Writer::give_back`].
+    pub fn take_runs(&mut self, into: &mut Vec<(u64, Vec<u8>)>) {
+        if let Some(handed) = &mut self.run.handed {
+            into.append(handed);
+        }
+    }
+
+    /// A buffer of a taken run, written: reused for a later run.
+    pub fn give_back(&mut self, mut buf: Vec<u8>) {
+        buf.clear();
+        self.run.spare.push(buf);
+    }
+
     /// Writes the indexes, the tables' upper levels and page 1; returns the output.
     pub fn finish(self) -> io::Result<O> {
         self.finish_with(None)
@@ -1512,6 +1544,9 @@ impl<O: Output> Writer<O> {
     /// work in parallel (see [`crate::Join`]).
     pub fn finish_with(mut self, join: Option<crate::Join>) -> io::Result<O> {
         self.run.flush(&self.pages)?;
+        for (at, bytes) in self.run.handed.take().unwrap_or_default() {
+            self.pages.out.write_at(at, &bytes)?;
+        }
         self.run = Run::default();
         for ti in 0..self.tables.len() {
             self.finish_table(ti)?;
@@ -3090,6 +3125,58 @@ mod tests {
             w.finish().unwrap().into_inner().unwrap()
         };
         let (a, b) = (file(false), file(true));
+        assert!(a.len() > 1 << 20);
+        assert!(a == b);
+    }
+
+    /// Table leaves handed to the caller (`hand_runs`) and written by it, in any order and some
+    /// not taken before `finish`, make the same file as leaves the writer writes itself.
+    #[test]
+    fn handed_runs_give_the_same_file() {
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Output for Shared {
+            fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+                self.0.write_at(offset, data)
+            }
+        }
+        let rows = rows(3000, 9, 70_000);
+        let file = |hand: bool| {
+            let (tables, indexes, _) = schema();
+            let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let out = Shared(buf.clone());
+            let mut w = Writer::new(Shared(buf.clone()), tables, indexes).unwrap();
+            if hand {
+                w.hand_runs();
+            }
+            let (mut runs, mut later, mut taken) = (Vec::new(), Vec::new(), 0);
+            for (i, r) in rows.iter().enumerate() {
+                let vals: Vec<Value> = r.iter().map(as_value).collect();
+                w.insert(0, &vals).unwrap();
+                if i % 700 == 699 {
+                    w.take_runs(&mut runs);
+                    taken += runs.len();
+                    // Every other batch is written at once (buffers given back), the others
+                    // only after `finish`; each batch backwards.
+                    if i % 1400 == 699 {
+                        later.append(&mut runs);
+                    }
+                    for (at, bytes) in runs.drain(..).rev() {
+                        out.write_at(at, &bytes).unwrap();
+                        w.give_back(bytes);
+                    }
+                }
+            }
+            w.finish().unwrap();
+            for (at, bytes) in later.into_iter().rev() {
+                out.write_at(at, &bytes).unwrap();
+            }
+            drop(out);
+            let bytes = buf.lock().unwrap().clone();
+            (bytes, taken)
+        };
+        let ((a, none), (b, taken)) = (file(false), file(true));
+        assert_eq!(none, 0);
+        assert!(taken >= 4, "{taken}");
         assert!(a.len() > 1 << 20);
         assert!(a == b);
     }

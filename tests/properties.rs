@@ -402,3 +402,57 @@ fn threads_do_not_change_results() {
     });
     assert!(runs >= 6, "{runs}");
 }
+
+/// The CLI makes each side's graph and layer-mapping part as soon as that side is parsed
+/// (`run::Prepared`): the rows are those of `run_pair`, whichever sides come prepared, and a
+/// side prepared from another dump than the pair's (in memory) is made again.
+#[test]
+fn prepared_sides_do_not_change_results() {
+    use std::sync::Arc;
+    let mut mapped = 0;
+    let runs = each_fixture_matching(|case, nf, bf, mut opts| {
+        opts.join = Some(two_threads);
+        let plan = run::plan(nf, Some(bf)).unwrap();
+        let rows = |res: &run::PairResult, p: &run::PairPlan| {
+            let mut sink: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
+            for x in [
+                GraphExport::npu(res, p.step, p.rank),
+                GraphExport::bench(res, p.step, p.rank).unwrap(),
+            ] {
+                export::export_graph(&x, &mut sink);
+            }
+            sink
+        };
+        for p in &plan.pairs {
+            let load = |f: &MemFiles, dir: &str| Arc::new(run::load_rank(f, dir).unwrap());
+            let (dn, db) = (
+                load(nf, &p.npu_dir),
+                load(bf, p.bench_dir.as_deref().unwrap()),
+            );
+            let want = rows(
+                &run::run_pair_shared(dn.clone(), Some(db.clone()), &opts).unwrap(),
+                p,
+            );
+            let lm = opts.layer_mapping.as_ref();
+            // Last: the Bench dump's work handed in as the NPU side's (it must be ignored).
+            for (npu_from, bench_too) in [(&dn, true), (&dn, false), (&db, true)] {
+                let np = run::Prepared::new(npu_from, lm, opts.join);
+                let bp = bench_too.then(|| run::Prepared::new(&db, lm, None));
+                let res =
+                    run::run_pair_prepared(dn.clone(), Some(db.clone()), &opts, false, np, bp)
+                        .unwrap();
+                assert!(
+                    rows(&res, p) == want,
+                    "{}: fuzzy {} lm {}: rows differ with prepared sides",
+                    case.display(),
+                    opts.fuzzy,
+                    lm.is_some()
+                );
+            }
+            mapped += usize::from(lm.is_some());
+        }
+    });
+    assert!(runs >= 6, "{runs}");
+    // Not vacuous: pairs with a layer mapping were prepared.
+    assert!(mapped >= 2, "{mapped}");
+}

@@ -448,19 +448,28 @@ struct SharedDb {
 struct DbSink<'w> {
     batch: Batch,
     shared: &'w std::sync::Mutex<SharedDb>,
+    /// The database file (another handle to it): the table leaves the writer hands over
+    /// (`Writer::hand_runs`) are written here after the lock is let go.
+    out: &'w DbFile,
+    runs: Vec<(u64, Vec<u8>)>,
+    /// Buffers of runs written, given back to the writer at the next lock.
+    written: Vec<Vec<u8>>,
 }
 
 impl<'w> DbSink<'w> {
     /// A batch is packed at this many rows or bytes.
     const ROWS: usize = 512;
     const BYTES: usize = 256 << 10;
-    fn new(shared: &'w std::sync::Mutex<SharedDb>) -> DbSink<'w> {
+    fn new(shared: &'w std::sync::Mutex<SharedDb>, out: &'w DbFile) -> DbSink<'w> {
         DbSink {
             batch: Batch {
                 bytes: Vec::with_capacity(Self::BYTES + (Self::BYTES >> 2)),
                 rows: Vec::with_capacity(Self::ROWS),
             },
             shared,
+            out,
+            runs: Vec::new(),
+            written: Vec::new(),
         }
     }
     fn push(&mut self, table: usize, values: &[probelens::sqlite_writer::Value]) {
@@ -478,7 +487,7 @@ impl<'w> DbSink<'w> {
     }
     /// Another sink into the same writer (for a second formatting thread).
     fn sibling(&self) -> DbSink<'w> {
-        DbSink::new(self.shared)
+        DbSink::new(self.shared, self.out)
     }
     fn flush(&mut self) {
         if self.batch.rows.is_empty() {
@@ -487,6 +496,9 @@ impl<'w> DbSink<'w> {
         // A poisoned lock: the other thread panicked (the scope passes the panic on).
         if let Ok(mut s) = self.shared.lock() {
             let s = &mut *s;
+            for buf in self.written.drain(..) {
+                s.db.give_back(buf);
+            }
             if s.err.is_none() {
                 let mut start = 0;
                 for &(table, end) in &self.batch.rows {
@@ -497,9 +509,20 @@ impl<'w> DbSink<'w> {
                     start = end;
                 }
             }
+            s.db.take_runs(&mut self.runs);
         }
         self.batch.bytes.clear();
         self.batch.rows.clear();
+        // The full leaves, outside the lock: the other thread packs its rows meanwhile.
+        for (at, bytes) in self.runs.drain(..) {
+            use probelens::sqlite_writer::Output;
+            if let Err(e) = self.out.write_at(at, &bytes) {
+                if let Ok(mut s) = self.shared.lock() {
+                    s.err.get_or_insert(e);
+                }
+            }
+            self.written.push(bytes);
+        }
     }
 }
 
@@ -567,6 +590,54 @@ impl Progress {
     }
 }
 
+/// The CPU time (user + system) this process has used so far, all threads: `--timing` prints it
+/// per stage beside the wall time, which shows how well a stage keeps the cores busy.
+#[cfg(target_os = "linux")]
+fn cpu_time() -> Option<f64> {
+    // `struct rusage` on 64-bit Linux: two `timeval`s (seconds, microseconds) then 14 longs.
+    #[repr(C)]
+    struct Rusage {
+        utime: [i64; 2],
+        stime: [i64; 2],
+        rest: [i64; 14],
+    }
+    extern "C" {
+        fn getrusage(who: std::os::raw::c_int, usage: *mut Rusage) -> std::os::raw::c_int;
+    }
+    const RUSAGE_SELF: std::os::raw::c_int = 0;
+    let mut u = Rusage {
+        utime: [0; 2],
+        stime: [0; 2],
+        rest: [0; 14],
+    };
+    // SAFETY: getrusage writes one `struct rusage` (laid out as `Rusage` on 64-bit Linux).
+    let rc = unsafe { getrusage(RUSAGE_SELF, &mut u) };
+    let secs = |t: [i64; 2]| t[0] as f64 + t[1] as f64 * 1e-6;
+    (rc == 0 && cfg!(target_pointer_width = "64")).then(|| secs(u.utime) + secs(u.stime))
+}
+#[cfg(not(target_os = "linux"))]
+fn cpu_time() -> Option<f64> {
+    None
+}
+
+/// `--timing`'s CPU line: the CPU seconds between successive marks.
+struct CpuMarks(Vec<(&'static str, Option<f64>)>);
+
+impl CpuMarks {
+    fn mark(&mut self, stage: &'static str) {
+        self.0.push((stage, cpu_time()));
+    }
+    fn line(&self) -> String {
+        let mut out = String::from("probelens: cpu");
+        for w in self.0.windows(2) {
+            if let [(_, Some(a)), (stage, Some(b))] = w {
+                out.push_str(&format!(" {stage} {:.3}s", b - a));
+            }
+        }
+        out
+    }
+}
+
 fn db_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::input(
         path.display().to_string(),
@@ -576,6 +647,8 @@ fn db_err(path: &Path, e: impl std::fmt::Display) -> Error {
 
 fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let t0 = Instant::now();
+    let mut cpu = CpuMarks(Vec::new());
+    cpu.mark("start");
     let npu = FsFiles::new(&a.target)?;
     let bench = match &a.golden {
         Some(g) => Some(FsFiles::new(g)?),
@@ -694,7 +767,10 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     // scale pair's ~6.5 s; the content is the same (the fidelity tests read it back with SQLite).
     let file = std::fs::File::create(&tmp_path).map_err(|e| db_err(&db_path, e))?;
     let (tables, indexes) = visdb::schema();
+    // A second handle for the table leaves the formatting threads write (`DbSink`).
+    let leaves_out = DbFile(file.try_clone().map_err(|e| db_err(&db_path, e))?);
     let mut db = Writer::new(DbFile(file), tables, indexes).map_err(|e| db_err(&db_path, e))?;
+    db.hand_runs();
     db.set_key_budget(key_budget());
     db.set_spill(Box::new(
         FileSpill::create(&keys_path).map_err(|e| db_err(&keys_path, e))?,
@@ -712,7 +788,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     // (`export_graphs`), which share the writer.
     let shared = std::sync::Mutex::new(SharedDb { db, err: None });
     let db = {
-        let mut sink = DbSink::new(&shared);
+        let mut sink = DbSink::new(&shared, &leaves_out);
         let produced = (|| -> Result<()> {
             progress.update(0, "building graphs");
             let mut rank_list: Option<Vec<i64>> = None;
@@ -721,17 +797,15 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                 let mut t_parse = std::time::Duration::ZERO;
                 let results: Vec<(PairPlan, run::PairResult)> = match unit {
                     Unit::Single(pair) => {
-                        let (nd, bd) = load_pair(&npu, bench.as_ref(), pair)?;
-                        t_parse = tp.elapsed();
-                        let tensors =
-                            tensor_files(&npu, bench.as_ref(), &pair.npu_dir, &pair.bench_dir);
-                        let res = if parallel.is_some() {
-                            let mut res = run::run_pair_parallel_checkers(nd, bd, &opts)?;
-                            run::compare_pair_tensors(&mut res, tensors.as_ref());
-                            res
-                        } else {
-                            run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?
-                        };
+                        let (res, parsed) = run_loaded_pair(
+                            &npu,
+                            bench.as_ref(),
+                            pair,
+                            &opts,
+                            parallel.is_some(),
+                            tp,
+                        )?;
+                        t_parse = parsed;
                         vec![((*pair).clone(), res)]
                     }
                     Unit::Step(s) => {
@@ -743,6 +817,8 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                     rank_list = Some(results.iter().map(|(p, _)| p.rank).collect());
                 }
                 let t_cmp = tp.elapsed();
+                // The parse and the graph builds overlap (`run_loaded_pair`).
+                cpu.mark("parse+build+compare");
                 for (pair, res) in results {
                     for d in &res.diagnostics {
                         eprintln!("probelens: {d}");
@@ -788,6 +864,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                         (tp.elapsed() - t_cmp).as_secs_f64()
                     );
                     }
+                    cpu.mark("export");
                     progress.update(i + 1, &format!("step {} rank {}", pair.step, pair.rank));
                     // The result is freed before the indexes are sorted, which then reuse its
                     // memory (the scale pair's peak: 245 -> 222 MB; the free takes ~10 ms).
@@ -832,6 +909,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         post_pass(&tmp_path, reindex, &updates).map_err(|e| db_err(&db_path, e))?;
     }
     let t_indexes = te.elapsed();
+    cpu.mark("indexes");
     std::fs::rename(&tmp_path, &db_path)
         .map_err(|e| Error::input(db_path.display().to_string(), format!("cannot write: {e}")))?;
     if a.timing {
@@ -842,6 +920,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
             t_indexes.as_secs_f64(),
             t0.elapsed().as_secs_f64()
         );
+        eprintln!("{}", cpu.line());
     }
     Ok(db_path)
 }
@@ -1051,6 +1130,62 @@ fn load_pair(
     })
 }
 
+/// Parses the two rank folders of a pair side by side and builds and compares them. Each side's
+/// graph and layer-mapping part (`run::Prepared`) is made on its thread as soon as its dump is
+/// parsed: the Bench side's (the smaller dump) while the NPU side is still being parsed, the NPU
+/// side's two pieces side by side. Returns the result and the time until both dumps were parsed
+/// (from `since`). Errors come in the sequential order: the NPU side's parse first.
+fn run_loaded_pair(
+    npu: &FsFiles,
+    bench: Option<&FsFiles>,
+    pair: &run::PairPlan,
+    opts: &RunOptions,
+    parallel_checkers: bool,
+    since: Instant,
+) -> Result<(run::PairResult, std::time::Duration)> {
+    use probelens::dump::RankDump;
+    use std::sync::Arc;
+    let bench = bench.zip(pair.bench_dir.as_deref());
+    // The layer mapping is made for a compare only.
+    let lm = opts.layer_mapping.as_ref().filter(|_| bench.is_some());
+    // The dumps stay here while their prepared work borrows them.
+    let (mut npu_slot, mut bench_slot): (Option<Arc<RankDump>>, Option<Arc<RankDump>>) =
+        (None, None);
+    let (bench_slot, npu_slot) = (&mut bench_slot, &mut npu_slot);
+    let (n, b) = std::thread::scope(|s| {
+        let other = bench.map(|(files, dir)| {
+            s.spawn(move || {
+                let d = run::load_rank(files, dir)?;
+                let parsed = since.elapsed();
+                let d: &Arc<RankDump> = Option::insert(bench_slot, Arc::new(d));
+                Ok::<_, Error>((d.clone(), run::Prepared::new(d, lm, None), parsed))
+            })
+        });
+        let n = run::load_rank(npu, &pair.npu_dir).map(|d| {
+            let parsed = since.elapsed();
+            let d: &Arc<RankDump> = Option::insert(npu_slot, Arc::new(d));
+            (d.clone(), parsed, d)
+        });
+        // The NPU side's graph and mapping part side by side (the Bench thread may still be
+        // at its own for a moment).
+        let n = n.map(|(arc, parsed, d)| (arc, run::Prepared::new(d, lm, opts.join), parsed));
+        let b = other.map(|h| match h.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        });
+        (n, b)
+    });
+    let (nd, np, n_parsed) = n?;
+    let (bd, bp, parsed) = match b.transpose()? {
+        Some((bd, bp, b_parsed)) => (Some(bd), Some(bp), n_parsed.max(b_parsed)),
+        None => (None, None, n_parsed),
+    };
+    let mut res = run::run_pair_prepared(nd, bd, opts, parallel_checkers, np, bp)?;
+    let tensors = tensor_files(npu, bench.map(|(f, _)| f), &pair.npu_dir, &pair.bench_dir);
+    run::compare_pair_tensors(&mut res, tensors.as_ref());
+    Ok((res, parsed))
+}
+
 /// `--no-db`: the last pair's result is not freed, the process ends right after (the OS takes
 /// the memory back at exit at no cost; freeing the scale pair's result takes ~10 ms).
 fn leave_to_exit(res: run::PairResult) {
@@ -1090,10 +1225,7 @@ fn compare_only(
 ) -> Result<PathBuf> {
     for pair in &plan.pairs {
         let tp = Instant::now();
-        let (nd, bd) = load_pair(npu, bench, pair)?;
-        let t_parse = tp.elapsed();
-        let tensors = tensor_files(npu, bench, &pair.npu_dir, &pair.bench_dir);
-        let res = run::run_pair_with_tensors(nd, bd, opts, tensors.as_ref())?;
+        let (res, t_parse) = run_loaded_pair(npu, bench, pair, opts, false, tp)?;
         for d in &res.diagnostics {
             eprintln!("probelens: {d}");
         }
