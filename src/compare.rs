@@ -255,7 +255,7 @@ impl Comparison {
         n: NodeId,
         io: Option<(&ItemMap, &ItemMap)>,
     ) -> Option<std::borrow::Cow<'_, [(String, ItemResult)]>> {
-        self.read(sides, n, io).rows
+        self.read(sides, n, io, None).rows
     }
 
     /// [`Comparison::results_with_io`] with the node's verdict: the graph's, or, where the
@@ -267,8 +267,33 @@ impl Comparison {
         n: NodeId,
         io: Option<(&ItemMap, &ItemMap)>,
     ) -> Judged<'_> {
+        self.judge_with_ios(sides, n, io, None)
+    }
+
+    /// The Bench node whose items a read of `n`'s rows derives (its rows are derived again
+    /// from that pair, not stored): a caller that needs that node's items anyway derives them
+    /// once and passes them to [`Comparison::judge_with_ios`].
+    pub fn derived_partner(&self, n: NodeId) -> Option<NodeId> {
+        if self.results.contains_key(&n) {
+            return None;
+        }
+        self.derived
+            .get(n as usize)
+            .copied()
+            .filter(|b| *b != NO_NODE)
+    }
+
+    /// [`Comparison::judge_with_io`] with, as `partner_io`, the items of `n`'s
+    /// [`Comparison::derived_partner`] when the caller has them (`Graph::io` on the Bench side).
+    pub fn judge_with_ios(
+        &self,
+        sides: Sides,
+        n: NodeId,
+        io: Option<(&ItemMap, &ItemMap)>,
+        partner_io: Option<(&ItemMap, &ItemMap)>,
+    ) -> Judged<'_> {
         let graph = sides.gn.node(n).precision().map(|p| p.0);
-        let mut j = self.read(sides, n, io);
+        let mut j = self.read(sides, n, io, partner_io);
         if self.deferred {
             j.precision = j.precision.or(graph);
         } else {
@@ -280,7 +305,13 @@ impl Comparison {
 
     /// Node `n`'s rows: stored, or derived again from its pair, then with the precision and
     /// warning that compare gives (none for stored rows).
-    fn read(&self, sides: Sides, n: NodeId, io: Option<(&ItemMap, &ItemMap)>) -> Judged<'_> {
+    fn read(
+        &self,
+        sides: Sides,
+        n: NodeId,
+        io: Option<(&ItemMap, &ItemMap)>,
+        partner_io: Option<(&ItemMap, &ItemMap)>,
+    ) -> Judged<'_> {
         let mut j = Judged {
             rows: None,
             precision: None,
@@ -299,7 +330,7 @@ impl Comparison {
             return j;
         };
         let Sides { gn, dn, gb, db } = sides;
-        match pair_outcome(gn, dn, gb, db, self.mode, self, n, b, io) {
+        match pair_outcome(gn, dn, gb, db, self.mode, self, n, b, io, partner_io) {
             PairOutcome::Rows(r, p) => {
                 j.rows = Some(std::borrow::Cow::Owned(r));
                 j.precision = Some(p);
@@ -746,7 +777,7 @@ impl Ctx<'_> {
             return;
         }
         let o = pair_outcome(
-            self.gn, self.dn, self.gb, self.db, self.mode, self.out, n, b, None,
+            self.gn, self.dn, self.gb, self.db, self.mode, self.out, n, b, None, None,
         );
         self.apply(n, b, o);
     }
@@ -780,7 +811,7 @@ impl Ctx<'_> {
             pairs
                 .iter()
                 .map(
-                    |&(n, b)| match pair_outcome(gn, dn, gb, db, mode, out, n, b, None) {
+                    |&(n, b)| match pair_outcome(gn, dn, gb, db, mode, out, n, b, None, None) {
                         // Rows to be derived again are dropped as soon as they are judged.
                         PairOutcome::Rows(_, p) if derive => PairOutcome::Judged(p),
                         o => o,
@@ -808,7 +839,8 @@ impl Ctx<'_> {
 }
 
 /// Compares the matched pair (`n`, `b`): rows, checkers, the node's verdict. `io`: `n`'s items
-/// (`gn.io(dn, n)`) when the caller has them, else they are derived here.
+/// (`gn.io(dn, n)`) and `partner_io`: `b`'s (`gb.io(db, b)`) when the caller has them, else
+/// they are derived here.
 #[allow(clippy::too_many_arguments)]
 fn pair_outcome(
     gn: &Graph,
@@ -820,8 +852,9 @@ fn pair_outcome(
     n: NodeId,
     b: NodeId,
     io: Option<(&ItemMap, &ItemMap)>,
+    partner_io: Option<(&ItemMap, &ItemMap)>,
 ) -> PairOutcome {
-    let own;
+    let (own, partner);
     let (in_n, out_n) = match io {
         Some(io) => io,
         None => {
@@ -829,9 +862,15 @@ fn pair_outcome(
             (&own.0, &own.1)
         }
     };
-    let (in_b, out_b) = gb.io(db, b);
+    let (in_b, out_b) = match partner_io {
+        Some(io) => io,
+        None => {
+            partner = gb.io(db, b);
+            (&partner.0, &partner.1)
+        }
+    };
     let name = gn.name(n);
-    let rows = match rows_for(&dn.store, in_n, out_n, &db.store, &in_b, &out_b, mode) {
+    let rows = match rows_for(&dn.store, in_n, out_n, &db.store, in_b, out_b, mode) {
         Ok(r) => r,
         Err(why) => {
             return PairOutcome::Warn(Diagnostic::warning(

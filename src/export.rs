@@ -8,7 +8,7 @@ use crate::compare::{Comparison, Sides};
 use crate::dump::RankDump;
 use crate::error::Diagnostic;
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
-use crate::items::{ItemWriter, Mode, NodeFormat};
+use crate::items::{ItemMap, ItemWriter, Mode, NodeFormat};
 use crate::pyfmt::{json_dumps, json_str, json_str_iter_into, json_str_list};
 use crate::run::PairResult;
 use std::collections::HashMap;
@@ -425,98 +425,116 @@ impl<'a> GraphRows<'a> {
         range: std::ops::Range<usize>,
         sink: &mut dyn Sink,
     ) -> Vec<DistNode> {
-        let x = self.x;
-        let g = x.graph;
-        let graph_id = self.graph_id.as_str();
         let mut dist = Vec::new();
         let range = range.start.min(self.len())..range.end.min(self.len());
         for order in range {
-            let id = self.order[order];
-            let n = g.node(id);
-            let name = g.name(id);
-            let (input, output) = g.io(x.dump, id);
-            // The compare columns are written over the items as they are formatted
-            // (`compare::apply_results` without its copies).
-            let mut precision = n.precision().map(|p| p.0);
-            let results = match (x.comparison, x.other) {
-                (Some(c), Some((gb, db))) => {
-                    let sides = Sides {
-                        gn: g,
-                        dn: x.dump,
-                        gb,
-                        db,
-                    };
-                    let j = c.judge_with_io(sides, id, Some((&input, &output)));
-                    precision = j.precision;
-                    if let Some(d) = j.warning {
-                        w.warnings.push((order, d));
-                    }
-                    j.rows
+            let (input, output) = self.x.graph.io(self.x.dump, self.order[order]);
+            if let Some(d) = self.write_row(w, order, (&input, &output), None, sink) {
+                dist.push(d);
+            }
+        }
+        dist
+    }
+
+    /// Formats row `order` (its node's items `io`) into `sink`; `partner_io`: the items of the
+    /// node's [`Comparison::derived_partner`] when the caller has them. Returns the node when
+    /// it is a distributed one.
+    fn write_row(
+        &self,
+        w: &mut RowWriter<'a>,
+        order: usize,
+        (input, output): (&ItemMap, &ItemMap),
+        partner_io: Option<(&ItemMap, &ItemMap)>,
+        sink: &mut dyn Sink,
+    ) -> Option<DistNode> {
+        let x = self.x;
+        let g = x.graph;
+        let graph_id = self.graph_id.as_str();
+        let mut dist = None;
+        let id = self.order[order];
+        let n = g.node(id);
+        let name = g.name(id);
+        // The compare columns are written over the items as they are formatted
+        // (`compare::apply_results` without its copies).
+        let mut precision = n.precision().map(|p| p.0);
+        let results = match (x.comparison, x.other) {
+            (Some(c), Some((gb, db))) => {
+                let sides = Sides {
+                    gn: g,
+                    dn: x.dump,
+                    gb,
+                    db,
+                };
+                let j = c.judge_with_ios(sides, id, Some((input, output)), partner_io);
+                precision = j.precision;
+                if let Some(d) = j.warning {
+                    w.warnings.push((order, d));
                 }
-                _ => None,
-            };
-            let results = results.as_deref();
-            // Every text of the row goes into a buffer of `w` (no allocation per cell).
-            let f = NodeFormat::new(name, x.mode);
-            w.input.clear();
-            w.items
-                .map_with_results_into(&input, results, f, &mut w.input);
-            w.output.clear();
-            w.items
-                .map_with_results_into(&output, results, f, &mut w.output);
-            w.sub_nodes.clear();
-            if !n.children.is_empty() {
-                json_str_iter_into(n.children.iter().map(|c| g.name(*c)), &mut w.sub_nodes);
+                j.rows
             }
-            w.id.clear();
-            w.id.push_str(graph_id);
-            w.id.push('_');
-            w.id.push_str(name);
-            w.stack_id.clear();
-            w.stack_id.push_str(graph_id);
-            w.stack_id.push('_');
-            w.stack_id
-                .push_str(itoa::Buffer::new().format(self.stack_of[order]));
-            w.links
-                .link_into(x.other.map(|o| o.0), n.partner(), &mut w.link);
-            w.merge_info.clear();
-            if let Some(v) = g.merge_info.get(&id).filter(|v| !v.is_empty()) {
-                json_str_iter_into(v.iter().map(String::as_str), &mut w.merge_info);
-            }
-            let is_distributed = name.starts_with("Distributed");
-            if is_distributed {
-                dist.push(DistNode {
-                    name: name.to_string(),
-                    input_data: w.input.clone(),
-                    precision,
-                    overflow: n.overflow.map(|o| o.as_str()),
-                });
-            }
-            sink.node(NodeRow {
-                id: &w.id,
-                graph_id,
-                node_order: order as i64,
-                node_name: name,
-                node_type: itoa::Buffer::new().format(n.op.value()),
-                up_node: n.parent().map_or("", |p| g.name(p)),
-                sub_nodes: &w.sub_nodes,
-                precision_index: precision,
-                overflow_level: n.overflow.map(|o| o.as_str()),
-                micro_step_id: n.micro_step().unwrap_or(0),
-                matched_node_link: &w.link,
-                stack_id: &w.stack_id,
-                parallel_merge_info: &w.merge_info,
-                matched_distributed: "{}",
-                modified: n.modified as i64,
-                input_data: &w.input,
-                output_data: &w.output,
-                data_source: x.data_source,
-                dump_data_dir: x.dump_data_dir.as_deref(),
-                step: x.step,
-                rank: x.rank,
-                is_distributed: is_distributed as i64,
+            _ => None,
+        };
+        let results = results.as_deref();
+        // Every text of the row goes into a buffer of `w` (no allocation per cell).
+        let f = NodeFormat::new(name, x.mode);
+        w.input.clear();
+        w.items
+            .map_with_results_into(input, results, f, &mut w.input);
+        w.output.clear();
+        w.items
+            .map_with_results_into(output, results, f, &mut w.output);
+        w.sub_nodes.clear();
+        if !n.children.is_empty() {
+            json_str_iter_into(n.children.iter().map(|c| g.name(*c)), &mut w.sub_nodes);
+        }
+        w.id.clear();
+        w.id.push_str(graph_id);
+        w.id.push('_');
+        w.id.push_str(name);
+        w.stack_id.clear();
+        w.stack_id.push_str(graph_id);
+        w.stack_id.push('_');
+        w.stack_id
+            .push_str(itoa::Buffer::new().format(self.stack_of[order]));
+        w.links
+            .link_into(x.other.map(|o| o.0), n.partner(), &mut w.link);
+        w.merge_info.clear();
+        if let Some(v) = g.merge_info.get(&id).filter(|v| !v.is_empty()) {
+            json_str_iter_into(v.iter().map(String::as_str), &mut w.merge_info);
+        }
+        let is_distributed = name.starts_with("Distributed");
+        if is_distributed {
+            dist = Some(DistNode {
+                name: name.to_string(),
+                input_data: w.input.clone(),
+                precision,
+                overflow: n.overflow.map(|o| o.as_str()),
             });
         }
+        sink.node(NodeRow {
+            id: &w.id,
+            graph_id,
+            node_order: order as i64,
+            node_name: name,
+            node_type: itoa::Buffer::new().format(n.op.value()),
+            up_node: n.parent().map_or("", |p| g.name(p)),
+            sub_nodes: &w.sub_nodes,
+            precision_index: precision,
+            overflow_level: n.overflow.map(|o| o.as_str()),
+            micro_step_id: n.micro_step().unwrap_or(0),
+            matched_node_link: &w.link,
+            stack_id: &w.stack_id,
+            parallel_merge_info: &w.merge_info,
+            matched_distributed: "{}",
+            modified: n.modified as i64,
+            input_data: &w.input,
+            output_data: &w.output,
+            data_source: x.data_source,
+            dump_data_dir: x.dump_data_dir.as_deref(),
+            step: x.step,
+            rank: x.rank,
+            is_distributed: is_distributed as i64,
+        });
         dist
     }
 
@@ -528,6 +546,118 @@ impl<'a> GraphRows<'a> {
                 stack_info: st.clone(),
             });
         }
+    }
+}
+
+/// The rows of a compared pair's two graphs, formatted so that each Bench node's items are
+/// derived once: the NPU row of a pair whose compare columns are derived as they are written
+/// ([`Comparison::derived_partner`]) writes its Bench partner's row too, with the partner's
+/// items its compare derives anyway (each such Bench node's items were derived twice: for
+/// that compare and for its own row). The other Bench rows are written on their own. Rows
+/// carry their `node_order`, so the order in which they reach the sink does not matter.
+pub struct PairRows<'a> {
+    pub npu: GraphRows<'a>,
+    pub bench: GraphRows<'a>,
+    /// Per NPU row: the Bench row written with it (`u32::MAX`: none).
+    with: Vec<u32>,
+    /// Per Bench row: written with an NPU row.
+    taken: Vec<bool>,
+}
+
+impl<'a> PairRows<'a> {
+    /// `npu` and `bench`: the two graphs of one compared pair (`bench` is `npu`'s other side;
+    /// otherwise no row is written with another).
+    pub fn new(npu: GraphRows<'a>, bench: GraphRows<'a>) -> PairRows<'a> {
+        let mut with = vec![u32::MAX; npu.len()];
+        let mut taken = vec![false; bench.len()];
+        let same_pair = npu
+            .x
+            .other
+            .is_some_and(|(gb, _)| std::ptr::eq(gb, bench.x.graph));
+        if let (Some(c), true) = (npu.x.comparison, same_pair) {
+            let mut pos = vec![u32::MAX; bench.x.graph.nodes.len()];
+            for (i, &b) in bench.order.iter().enumerate() {
+                if let Some(p) = pos.get_mut(b as usize) {
+                    *p = i as u32;
+                }
+            }
+            // A Bench node is written with the first NPU row (in row order) that compares
+            // against it.
+            for (i, &n) in npu.order.iter().enumerate() {
+                let Some(p) = c
+                    .derived_partner(n)
+                    .and_then(|b| pos.get(b as usize).copied())
+                    .filter(|&p| p != u32::MAX)
+                else {
+                    continue;
+                };
+                if let Some(t) = taken.get_mut(p as usize).filter(|t| !**t) {
+                    *t = true;
+                    with[i] = p;
+                }
+            }
+        }
+        PairRows {
+            npu,
+            bench,
+            with,
+            taken,
+        }
+    }
+
+    /// Writers for [`PairRows::write`] (one pair per thread): the NPU graph's, the Bench's.
+    pub fn writers(&self) -> [RowWriter<'a>; 2] {
+        [self.npu.writer(), self.bench.writer()]
+    }
+
+    /// Formats the rows `range` of graph `graph` (0: NPU, with the Bench rows that go with
+    /// them; 1: Bench, but those) into `sink`, the Bench rows written with NPU rows into
+    /// `partners` (a host that keeps each graph's rows together); returns the distributed
+    /// nodes among them with their graph and row.
+    pub fn write(
+        &self,
+        graph: usize,
+        w: &mut [RowWriter<'a>; 2],
+        range: std::ops::Range<usize>,
+        sink: &mut dyn Sink,
+        partners: &mut dyn Sink,
+    ) -> Vec<(usize, usize, DistNode)> {
+        let mut dist = Vec::new();
+        let [wn, wb] = w;
+        if graph == 0 {
+            let x = self.npu.x;
+            let range = range.start.min(self.npu.len())..range.end.min(self.npu.len());
+            for order in range {
+                let (input, output) = x.graph.io(x.dump, self.npu.order[order]);
+                let partner = match (self.with[order], self.bench.x) {
+                    (u32::MAX, _) => None,
+                    (p, xb) => {
+                        let p = p as usize;
+                        Some((p, xb.graph.io(xb.dump, self.bench.order[p])))
+                    }
+                };
+                let partner_io = partner.as_ref().map(|(_, (i, o))| (i, o));
+                let d = self
+                    .npu
+                    .write_row(wn, order, (&input, &output), partner_io, sink);
+                dist.extend(d.map(|d| (0, order, d)));
+                if let Some((p, (i, o))) = &partner {
+                    let d = self.bench.write_row(wb, *p, (i, o), None, partners);
+                    dist.extend(d.map(|d| (1, *p, d)));
+                }
+            }
+        } else {
+            let x = self.bench.x;
+            let range = range.start.min(self.bench.len())..range.end.min(self.bench.len());
+            for order in range.filter(|&o| !self.taken[o]) {
+                let (input, output) = x.graph.io(x.dump, self.bench.order[order]);
+                let d = self
+                    .bench
+                    .write_row(wb, order, (&input, &output), None, sink);
+                dist.extend(d.map(|d| (1, order, d)));
+            }
+        }
+        dist
     }
 }
 

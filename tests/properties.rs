@@ -456,3 +456,73 @@ fn prepared_sides_do_not_change_results() {
     // Not vacuous: pairs with a layer mapping were prepared.
     assert!(mapped >= 2, "{mapped}");
 }
+
+/// The CLI formats a compared pair's rows as pairs (`export::PairRows`: an NPU row writes the
+/// Bench row of the partner its compare derives): in parts of any size, the rows and the
+/// distributed nodes are those of `export_graph` on each graph, and every Bench row is written
+/// once.
+#[test]
+fn paired_rows_are_the_graphs_rows() {
+    use probelens::export::{DistNode, GraphRows, PairRows};
+    let mut with_partner = 0;
+    let runs = each_fixture_matching(|case, nf, bf, mut opts| {
+        opts.defer_verdicts = true;
+        let plan = run::plan(nf, Some(bf)).unwrap();
+        for p in &plan.pairs {
+            let nd = run::load_rank(nf, &p.npu_dir).unwrap();
+            let bd = run::load_rank(bf, p.bench_dir.as_deref().unwrap()).unwrap();
+            let res = run::run_pair(nd, Some(bd), &opts).unwrap();
+            let xs = [
+                GraphExport::npu(&res, p.step, p.rank),
+                GraphExport::bench(&res, p.step, p.rank).unwrap(),
+            ];
+            let key = |d: &DistNode| (d.name.clone(), d.input_data.clone(), d.precision);
+            let mut want: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
+            let want_dist: Vec<Vec<_>> = xs
+                .iter()
+                .map(|x| {
+                    let d = export::export_graph(x, &mut want);
+                    d.iter().map(key).collect()
+                })
+                .collect();
+            let rows = PairRows::new(GraphRows::new(&xs[0]), GraphRows::new(&xs[1]));
+            for part in [1, 7, 4096] {
+                let mut w = rows.writers();
+                type Rows = (Vec<NodeRow>, Vec<StackRow>);
+                let (mut own, mut partners): (Rows, Rows) = Default::default();
+                let mut got: Rows = Default::default();
+                let mut dist = Vec::new();
+                for (g, len) in [(0, rows.npu.len()), (1, rows.bench.len())] {
+                    for a in (0..len).step_by(part) {
+                        let range = a..(a + part).min(len);
+                        dist.extend(rows.write(g, &mut w, range, &mut own, &mut partners));
+                    }
+                }
+                with_partner += partners.0.len();
+                got.0.extend(own.0);
+                got.0.extend(partners.0);
+                rows.npu.write_stacks(&mut got);
+                rows.bench.write_stacks(&mut got);
+                let order = |r: &NodeRow| (r.graph_id.clone(), r.node_order);
+                got.0.sort_by_key(order);
+                let mut want_rows = want.0.clone();
+                want_rows.sort_by_key(order);
+                let where_ = format!("{}: fuzzy {} part {part}", case.display(), opts.fuzzy);
+                assert!(got.0 == want_rows, "{where_}: rows differ");
+                assert!(got.1 == want.1, "{where_}: stacks differ");
+                dist.sort_by_key(|(g, o, _)| (*g, *o));
+                for (g, want) in want_dist.iter().enumerate() {
+                    let got: Vec<_> = dist
+                        .iter()
+                        .filter(|d| d.0 == g)
+                        .map(|d| key(&d.2))
+                        .collect();
+                    assert_eq!(&got, want, "{where_}: distributed nodes of graph {g}");
+                }
+            }
+        }
+    });
+    assert!(runs >= 6, "{runs}");
+    // Not vacuous: Bench rows were written with their NPU partners.
+    assert!(with_partner >= 1000, "{with_partner}");
+}

@@ -3,7 +3,7 @@
 
 use probelens::error::{Error, Result};
 use probelens::export::{
-    self, ConfigRow, DistNode, GraphExport, GraphRows, NodeRow, RowWriter, Sink, StackRow,
+    self, ConfigRow, DistNode, GraphExport, GraphRows, NodeRow, Sink, StackRow,
 };
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, Files, PairPlan, Plan, RunOptions};
@@ -1259,50 +1259,70 @@ fn export_part() -> usize {
 
 /// Formats the rows of `graphs` on two threads, in parts of [`export_part`] rows that each thread
 /// takes in turn from a shared counter (the writer told first how many node rows come), then
-/// their stacks; returns each graph's distributed
-/// nodes in order. The NPU graph, which carries the compare columns, takes longer than the
-/// Bench graph: with a graph per thread one core waited for the other for ~0.1 s. The database
-/// does not depend on the order of the inserts (node rows carry their `node_order`).
+/// their stacks; returns each graph's distributed nodes in order. The NPU graph, which carries
+/// the compare columns, takes longer than the Bench graph: with a graph per thread one core
+/// waited for the other for ~0.1 s. A compared pair's rows are formatted as pairs
+/// (`export::PairRows`: an NPU row writes its Bench partner's, whose items its compare derives
+/// anyway). The database does not depend on the order of the inserts (node rows carry their
+/// `node_order`).
 fn export_graphs(graphs: &[&GraphExport], sink: &mut DbSink) -> Vec<Vec<DistNode>> {
     let part = export_part();
-    let rows: Vec<GraphRows> = graphs.iter().map(|x| GraphRows::new(x)).collect();
+    let mut rows: Vec<GraphRows> = graphs.iter().map(|x| GraphRows::new(x)).collect();
     sink.expect_nodes(rows.iter().map(GraphRows::len).sum());
-    let parts: Vec<(usize, std::ops::Range<usize>)> = rows
+    let rows = match (rows.pop(), rows.pop(), rows.is_empty()) {
+        (Some(bench), Some(npu), true) => Rows::Pair(Box::new(export::PairRows::new(npu, bench))),
+        (Some(one), None, _) => Rows::One(one),
+        _ => return Vec::new(),
+    };
+    let lens: Vec<usize> = match &rows {
+        Rows::One(r) => vec![r.len()],
+        Rows::Pair(p) => vec![p.npu.len(), p.bench.len()],
+    };
+    let parts: Vec<(usize, std::ops::Range<usize>)> = lens
         .iter()
         .enumerate()
-        .flat_map(|(g, r)| {
-            (0..r.len())
+        .flat_map(|(g, &len)| {
+            (0..len)
                 .step_by(part)
-                .map(move |a| (g, a..(a + part).min(r.len())))
+                .map(move |a| (g, a..(a + part).min(len)))
         })
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
+    type Found = Vec<(usize, usize, DistNode)>;
     type Warnings = Vec<(usize, usize, probelens::error::Diagnostic)>;
-    let work = |sink: &mut DbSink| -> (Vec<(usize, Vec<DistNode>)>, Warnings) {
-        let mut writers: Vec<Option<RowWriter>> = rows.iter().map(|_| None).collect();
-        let mut found = Vec::new();
-        loop {
+    let work = |sink: &mut DbSink| -> (Found, Warnings) {
+        let mut found = Found::new();
+        let mut warnings = Warnings::new();
+        let next_part = || {
             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some((g, range)) = parts.get(i) else {
-                break;
-            };
-            let (Some(r), Some(w)) = (rows.get(*g), writers.get_mut(*g)) else {
-                break;
-            };
-            let d = r.write(w.get_or_insert_with(|| r.writer()), range.clone(), sink);
-            if !d.is_empty() {
-                found.push((i, d));
+            parts.get(i).cloned()
+        };
+        match &rows {
+            Rows::One(r) => {
+                let mut w = r.writer();
+                while let Some((g, range)) = next_part() {
+                    let start = range.start;
+                    let d = r.write(&mut w, range, sink);
+                    // Keyed by the part's start and their rank in it: sorted as the rows.
+                    found.extend(d.into_iter().enumerate().map(|(k, d)| (g, start + k, d)));
+                }
+                warnings.extend(w.warnings.into_iter().map(|(o, d)| (0, o, d)));
+            }
+            Rows::Pair(p) => {
+                let mut w = p.writers();
+                // The Bench rows written with NPU rows go in batches of their own.
+                let mut partners = sink.sibling();
+                while let Some((g, range)) = next_part() {
+                    found.extend(p.write(g, &mut w, range, sink, &mut partners));
+                    partners.flush();
+                }
+                partners.flush();
+                for (g, w) in w.into_iter().enumerate() {
+                    warnings.extend(w.warnings.into_iter().map(|(o, d)| (g, o, d)));
+                }
             }
         }
         sink.flush();
-        let mut warnings = Warnings::new();
-        for (g, w) in writers.into_iter().enumerate() {
-            warnings.extend(
-                w.into_iter()
-                    .flat_map(|w| w.warnings)
-                    .map(|(o, d)| (g, o, d)),
-            );
-        }
         (found, warnings)
     };
     let (mut found, mut warnings) = std::thread::scope(|s| {
@@ -1324,17 +1344,27 @@ fn export_graphs(graphs: &[&GraphExport], sink: &mut DbSink) -> Vec<Vec<DistNode
     for (_, _, d) in &warnings {
         eprintln!("probelens: {d}");
     }
-    found.sort_by_key(|(i, _)| *i);
-    let mut dist: Vec<Vec<DistNode>> = rows.iter().map(|_| Vec::new()).collect();
-    for (i, d) in found {
-        if let Some(v) = parts.get(i).and_then(|(g, _)| dist.get_mut(*g)) {
-            v.extend(d);
+    found.sort_by_key(|(g, o, _)| (*g, *o));
+    let mut dist: Vec<Vec<DistNode>> = lens.iter().map(|_| Vec::new()).collect();
+    for (g, _, d) in found {
+        if let Some(v) = dist.get_mut(g) {
+            v.push(d);
         }
     }
-    for r in &rows {
-        r.write_stacks(sink);
+    match &rows {
+        Rows::One(r) => r.write_stacks(sink),
+        Rows::Pair(p) => {
+            p.npu.write_stacks(sink);
+            p.bench.write_stacks(sink);
+        }
     }
     dist
+}
+
+/// The rows [`export_graphs`] formats: one graph's (a build), or a compared pair's.
+enum Rows<'a> {
+    One(GraphRows<'a>),
+    Pair(Box<export::PairRows<'a>>),
 }
 
 fn push_dist(
