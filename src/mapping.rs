@@ -1107,6 +1107,14 @@ impl<'a> MappingSide<'a> {
         MappingSide { dump: d, made }
     }
 
+    /// The side without its items' positions (what the Bench side of the walk does not read).
+    fn without_pos(mut self) -> MappingSide<'a> {
+        if let Ok(m) = &mut self.made {
+            m.pos = Vec::new();
+        }
+        self
+    }
+
     /// Whether this side was made of `d` (the same dump in memory).
     pub fn is_of(&self, d: &RankDump) -> bool {
         std::ptr::eq(self.dump, d)
@@ -1145,7 +1153,9 @@ pub fn api_mapping_of_sides<'a>(
     let (n_side, b_side) = crate::join2(
         join,
         || npu_side.unwrap_or_else(|| MappingSide::new(npu)),
-        || bench_side.unwrap_or_else(|| MappingSide::new(bench)),
+        // The walk reads the Bench items by trie node, not by position: their positions go
+        // before it allocates (the page's memory is its high-water mark).
+        || bench_side.unwrap_or_else(|| MappingSide::new(bench)).without_pos(),
     );
     // NPU's failure first, as when the sides ran one after the other.
     let SideItems {
