@@ -1155,7 +1155,11 @@ pub fn api_mapping_of_sides<'a>(
         || npu_side.unwrap_or_else(|| MappingSide::new(npu)),
         // The walk reads the Bench items by trie node, not by position: their positions go
         // before it allocates (the page's memory is its high-water mark).
-        || bench_side.unwrap_or_else(|| MappingSide::new(bench)).without_pos(),
+        || {
+            bench_side
+                .unwrap_or_else(|| MappingSide::new(bench))
+                .without_pos()
+        },
     );
     // NPU's failure first, as when the sides ran one after the other.
     let SideItems {
