@@ -258,21 +258,9 @@ impl Comparison {
         self.read(sides, n, io, None).rows
     }
 
-    /// [`Comparison::results_with_io`] with the node's verdict: the graph's, or, where the
-    /// compare deferred it, the one its rows give now, and the warning a pair that cannot be
-    /// compared gives (reported by the compare itself when nothing was deferred).
-    pub fn judge_with_io(
-        &self,
-        sides: Sides,
-        n: NodeId,
-        io: Option<(&ItemMap, &ItemMap)>,
-    ) -> Judged<'_> {
-        self.judge_with_ios(sides, n, io, None)
-    }
-
     /// The Bench node whose items a read of `n`'s rows derives (its rows are derived again
     /// from that pair, not stored): a caller that needs that node's items anyway derives them
-    /// once and passes them to [`Comparison::judge_with_ios`].
+    /// once and passes them to [`Comparison::judge_with_io`].
     pub fn derived_partner(&self, n: NodeId) -> Option<NodeId> {
         if self.results.contains_key(&n) {
             return None;
@@ -283,9 +271,12 @@ impl Comparison {
             .filter(|b| *b != NO_NODE)
     }
 
-    /// [`Comparison::judge_with_io`] with, as `partner_io`, the items of `n`'s
-    /// [`Comparison::derived_partner`] when the caller has them (`Graph::io` on the Bench side).
-    pub fn judge_with_ios(
+    /// [`Comparison::results_with_io`] with the node's verdict: the graph's, or, where the
+    /// compare deferred it, the one its rows give now, and the warning a pair that cannot be
+    /// compared gives (reported by the compare itself when nothing was deferred). `partner_io`:
+    /// the items of `n`'s [`Comparison::derived_partner`] when the caller has them (`Graph::io`
+    /// on the Bench side), or None to derive them here.
+    pub fn judge_with_io(
         &self,
         sides: Sides,
         n: NodeId,
@@ -321,12 +312,7 @@ impl Comparison {
             j.rows = Some(std::borrow::Cow::Borrowed(r.as_slice()));
             return j;
         }
-        let Some(b) = self
-            .derived
-            .get(n as usize)
-            .copied()
-            .filter(|b| *b != NO_NODE)
-        else {
+        let Some(b) = self.derived_partner(n) else {
             return j;
         };
         let Sides { gn, dn, gb, db } = sides;

@@ -465,7 +465,7 @@ impl<'a> GraphRows<'a> {
                     gb,
                     db,
                 };
-                let j = c.judge_with_ios(sides, id, Some((input, output)), partner_io);
+                let j = c.judge_with_io(sides, id, Some((input, output)), partner_io);
                 precision = j.precision;
                 if let Some(d) = j.warning {
                     w.warnings.push((order, d));
@@ -565,15 +565,14 @@ pub struct PairRows<'a> {
 }
 
 impl<'a> PairRows<'a> {
-    /// `npu` and `bench`: the two graphs of one compared pair (`bench` is `npu`'s other side;
-    /// otherwise no row is written with another).
+    /// `npu` and `bench`: the two graphs of one compared pair (`bench`'s graph and dump are
+    /// `npu`'s other side; otherwise no row is written with another).
     pub fn new(npu: GraphRows<'a>, bench: GraphRows<'a>) -> PairRows<'a> {
         let mut with = vec![u32::MAX; npu.len()];
         let mut taken = vec![false; bench.len()];
-        let same_pair = npu
-            .x
-            .other
-            .is_some_and(|(gb, _)| std::ptr::eq(gb, bench.x.graph));
+        let same_pair = npu.x.other.is_some_and(|(gb, db)| {
+            std::ptr::eq(gb, bench.x.graph) && std::ptr::eq(db, bench.x.dump)
+        });
         if let (Some(c), true) = (npu.x.comparison, same_pair) {
             let mut pos = vec![u32::MAX; bench.x.graph.nodes.len()];
             for (i, &b) in bench.order.iter().enumerate() {

@@ -470,29 +470,45 @@ pub fn run_pair_shared(
 pub struct Prepared<'d> {
     dump: &'d RankDump,
     /// `Graph::build` of the dump; its error is reported where a build's would be.
-    graph: Option<Result<Graph>>,
+    graph: Result<Graph>,
     mapping: Option<MappingSide<'d>>,
 }
 
 impl<'d> Prepared<'d> {
     /// Builds `dump`'s graph and, when `layer_mapping` is given (a compare with `-lm`), its
-    /// part of the mapping; the two side by side through `join`.
+    /// part of the mapping as the NPU side of a pair; the two side by side through `join`.
     pub fn new(
         dump: &'d RankDump,
         layer_mapping: Option<&LayerMapping>,
         join: Option<crate::Join>,
     ) -> Prepared<'d> {
+        Prepared::make(dump, layer_mapping, join, MappingSide::new)
+    }
+
+    /// [`Prepared::new`] for the Bench side of a pair (its mapping part keeps only what the
+    /// matching walk reads of a Bench side: [`MappingSide::new_bench`]).
+    pub fn new_bench(
+        dump: &'d RankDump,
+        layer_mapping: Option<&LayerMapping>,
+        join: Option<crate::Join>,
+    ) -> Prepared<'d> {
+        Prepared::make(dump, layer_mapping, join, MappingSide::new_bench)
+    }
+
+    fn make(
+        dump: &'d RankDump,
+        layer_mapping: Option<&LayerMapping>,
+        join: Option<crate::Join>,
+        side: fn(&'d RankDump) -> MappingSide<'d>,
+    ) -> Prepared<'d> {
         // An invalid mapping file makes no mapping: nothing to prepare for it.
         let wanted = layer_mapping.is_some_and(|lm| lm.invalid.is_none());
         let join = join.filter(|_| wanted);
-        let (graph, mapping) = crate::join2(
-            join,
-            || Graph::build(dump),
-            || wanted.then(|| MappingSide::new(dump)),
-        );
+        let (graph, mapping) =
+            crate::join2(join, || Graph::build(dump), || wanted.then(|| side(dump)));
         Prepared {
             dump,
-            graph: Some(graph),
+            graph,
             mapping,
         }
     }
@@ -501,7 +517,7 @@ impl<'d> Prepared<'d> {
     fn built(dump: &'d RankDump, graph: Graph) -> Prepared<'d> {
         Prepared {
             dump,
-            graph: Some(Ok(graph)),
+            graph: Ok(graph),
             mapping: None,
         }
     }
@@ -512,7 +528,7 @@ impl<'d> Prepared<'d> {
         d: &RankDump,
     ) -> (Option<Result<Graph>>, Option<MappingSide<'d>>) {
         match p {
-            Some(p) if std::ptr::eq(p.dump, d) => (p.graph, p.mapping),
+            Some(p) if std::ptr::eq(p.dump, d) => (Some(p.graph), p.mapping),
             _ => (None, None),
         }
     }
@@ -615,8 +631,9 @@ fn run_pair_impl(
         derive_results: true,
         defer_verdicts: opts.defer_verdicts && !parallel_merge,
     };
-    // The layer mapping reads the dumps alone: made before the graphs, its items and tries are
-    // freed before the graphs take their memory (on a large pair they were the peak).
+    // The layer mapping reads the dumps alone: made before the graphs (unless the sides came
+    // prepared with both), its items and tries are freed before the graphs take their memory
+    // (on a large pair they were the peak).
     let (bench_graph, bench_side) = Prepared::of(bench_prepared, &bench);
     let mapping = layer_mapping_of_sides(&npu, &bench, &copts, npu_side, bench_side);
     // The two graphs are independent; NPU's error first, as when built one after the other.

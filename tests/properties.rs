@@ -429,26 +429,38 @@ fn prepared_sides_do_not_change_results() {
                 load(nf, &p.npu_dir),
                 load(bf, p.bench_dir.as_deref().unwrap()),
             );
-            let want = rows(
-                &run::run_pair_shared(dn.clone(), Some(db.clone()), &opts).unwrap(),
-                p,
-            );
-            let lm = opts.layer_mapping.as_ref();
-            // Last: the Bench dump's work handed in as the NPU side's (it must be ignored).
-            for (npu_from, bench_too) in [(&dn, true), (&dn, false), (&db, true)] {
-                let np = run::Prepared::new(npu_from, lm, opts.join);
-                let bp = bench_too.then(|| run::Prepared::new(&db, lm, None));
-                let res =
-                    run::run_pair_prepared(dn.clone(), Some(db.clone()), &opts, false, np, bp)
-                        .unwrap();
-                assert!(
-                    rows(&res, p) == want,
-                    "{}: fuzzy {} lm {}: rows differ with prepared sides",
-                    case.display(),
-                    opts.fuzzy,
-                    lm.is_some()
-                );
+            let said = |res: &run::PairResult| -> Vec<String> {
+                res.diagnostics.iter().map(|d| d.to_string()).collect()
+            };
+            for defer in [false, true] {
+                opts.defer_verdicts = defer;
+                let want = run::run_pair_shared(dn.clone(), Some(db.clone()), &opts).unwrap();
+                let (want, want_said) = (rows(&want, p), said(&want));
+                let lm = opts.layer_mapping.as_ref();
+                // The last two: one side's work made of the other side's dump (it must be
+                // ignored and made again).
+                for (npu_from, bench_from) in [
+                    (&dn, Some(&db)),
+                    (&dn, None),
+                    (&db, Some(&db)),
+                    (&dn, Some(&dn)),
+                ] {
+                    let np = run::Prepared::new(npu_from, lm, opts.join);
+                    let bp = bench_from.map(|d| run::Prepared::new_bench(d, lm, None));
+                    let res =
+                        run::run_pair_prepared(dn.clone(), Some(db.clone()), &opts, false, np, bp)
+                            .unwrap();
+                    let where_ = format!(
+                        "{}: fuzzy {} lm {} deferred {defer}",
+                        case.display(),
+                        opts.fuzzy,
+                        lm.is_some()
+                    );
+                    assert!(rows(&res, p) == want, "{where_}: rows differ with prepared sides");
+                    assert_eq!(said(&res), want_said, "{where_}: diagnostics differ");
+                }
             }
+            let lm = opts.layer_mapping.as_ref();
             mapped += usize::from(lm.is_some());
         }
     });
@@ -485,7 +497,18 @@ fn paired_rows_are_the_graphs_rows() {
                     d.iter().map(key).collect()
                 })
                 .collect();
+            // A deferred compare's warnings, as one writer over each whole graph gives them.
+            let want_warnings: Vec<Vec<String>> = xs
+                .iter()
+                .map(|x| {
+                    let r = GraphRows::new(x);
+                    let mut w = r.writer();
+                    r.write(&mut w, 0..r.len(), &mut (Vec::<NodeRow>::new(), Vec::new()));
+                    w.warnings.iter().map(|(o, d)| format!("{o}: {d}")).collect()
+                })
+                .collect();
             let rows = PairRows::new(GraphRows::new(&xs[0]), GraphRows::new(&xs[1]));
+            let mut paired_per_part = None;
             for part in [1, 7, 4096] {
                 let mut w = rows.writers();
                 type Rows = (Vec<NodeRow>, Vec<StackRow>);
@@ -498,7 +521,23 @@ fn paired_rows_are_the_graphs_rows() {
                         dist.extend(rows.write(g, &mut w, range, &mut own, &mut partners));
                     }
                 }
+                // As many Bench rows go with NPU rows whatever the parts' size.
+                let paired = *paired_per_part.get_or_insert(partners.0.len());
+                assert_eq!(
+                    partners.0.len(),
+                    paired,
+                    "{}: part {part}: Bench rows written with NPU rows",
+                    case.display()
+                );
                 with_partner += partners.0.len();
+                let warnings: Vec<Vec<String>> = w
+                    .iter()
+                    .map(|w| {
+                        let mut v: Vec<_> = w.warnings.iter().collect();
+                        v.sort_by_key(|(o, _)| *o);
+                        v.iter().map(|(o, d)| format!("{o}: {d}")).collect()
+                    })
+                    .collect();
                 got.0.extend(own.0);
                 got.0.extend(partners.0);
                 rows.npu.write_stacks(&mut got);
@@ -510,6 +549,7 @@ fn paired_rows_are_the_graphs_rows() {
                 let where_ = format!("{}: fuzzy {} part {part}", case.display(), opts.fuzzy);
                 assert!(got.0 == want_rows, "{where_}: rows differ");
                 assert!(got.1 == want.1, "{where_}: stacks differ");
+                assert_eq!(warnings, want_warnings, "{where_}: warnings differ");
                 dist.sort_by_key(|(g, o, _)| (*g, *o));
                 for (g, want) in want_dist.iter().enumerate() {
                     let got: Vec<_> = dist

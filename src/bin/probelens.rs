@@ -835,9 +835,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                             }),
                         _ => None,
                     };
-                    let mut graphs = vec![&nx];
-                    graphs.extend(bx.as_ref());
-                    let mut dists = export_graphs(&graphs, &mut sink).into_iter();
+                    let mut dists = export_graphs(&nx, bx.as_ref(), &mut sink).into_iter();
                     let dn = dists.next().unwrap_or_default();
                     let db = dists.next();
                     push_dist(&mut dist, "NPU", pair.step, pair.rank, dn);
@@ -1158,7 +1156,7 @@ fn run_loaded_pair(
                 let d = run::load_rank(files, dir)?;
                 let parsed = since.elapsed();
                 let d: &Arc<RankDump> = Option::insert(bench_slot, Arc::new(d));
-                Ok::<_, Error>((d.clone(), run::Prepared::new(d, lm, None), parsed))
+                Ok::<_, Error>((d.clone(), run::Prepared::new_bench(d, lm, None), parsed))
             })
         });
         let n = run::load_rank(npu, &pair.npu_dir).map(|d| {
@@ -1257,22 +1255,26 @@ fn export_part() -> usize {
         .unwrap_or(4096)
 }
 
-/// Formats the rows of `graphs` on two threads, in parts of [`export_part`] rows that each thread
-/// takes in turn from a shared counter (the writer told first how many node rows come), then
+/// Formats the rows of the NPU graph and, for a compare, the Bench graph on two threads, in
+/// parts of [`export_part`] rows that each thread takes in turn from a shared counter (the writer told first how many node rows come), then
 /// their stacks; returns each graph's distributed nodes in order. The NPU graph, which carries
 /// the compare columns, takes longer than the Bench graph: with a graph per thread one core
 /// waited for the other for ~0.1 s. A compared pair's rows are formatted as pairs
 /// (`export::PairRows`: an NPU row writes its Bench partner's, whose items its compare derives
 /// anyway). The database does not depend on the order of the inserts (node rows carry their
 /// `node_order`).
-fn export_graphs(graphs: &[&GraphExport], sink: &mut DbSink) -> Vec<Vec<DistNode>> {
+fn export_graphs(
+    npu: &GraphExport,
+    bench: Option<&GraphExport>,
+    sink: &mut DbSink,
+) -> Vec<Vec<DistNode>> {
     let part = export_part();
-    let mut rows: Vec<GraphRows> = graphs.iter().map(|x| GraphRows::new(x)).collect();
-    sink.expect_nodes(rows.iter().map(GraphRows::len).sum());
-    let rows = match (rows.pop(), rows.pop(), rows.is_empty()) {
-        (Some(bench), Some(npu), true) => Rows::Pair(Box::new(export::PairRows::new(npu, bench))),
-        (Some(one), None, _) => Rows::One(one),
-        _ => return Vec::new(),
+    let npu = GraphRows::new(npu);
+    let bench = bench.map(GraphRows::new);
+    sink.expect_nodes(npu.len() + bench.as_ref().map_or(0, GraphRows::len));
+    let rows = match bench {
+        Some(bench) => Rows::Pair(Box::new(export::PairRows::new(npu, bench))),
+        None => Rows::One(npu),
     };
     let lens: Vec<usize> = match &rows {
         Rows::One(r) => vec![r.len()],
