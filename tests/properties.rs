@@ -456,7 +456,10 @@ fn prepared_sides_do_not_change_results() {
                         opts.fuzzy,
                         lm.is_some()
                     );
-                    assert!(rows(&res, p) == want, "{where_}: rows differ with prepared sides");
+                    assert!(
+                        rows(&res, p) == want,
+                        "{where_}: rows differ with prepared sides"
+                    );
                     assert_eq!(said(&res), want_said, "{where_}: diagnostics differ");
                 }
             }
@@ -504,7 +507,10 @@ fn paired_rows_are_the_graphs_rows() {
                     let r = GraphRows::new(x);
                     let mut w = r.writer();
                     r.write(&mut w, 0..r.len(), &mut (Vec::<NodeRow>::new(), Vec::new()));
-                    w.warnings.iter().map(|(o, d)| format!("{o}: {d}")).collect()
+                    w.warnings
+                        .iter()
+                        .map(|(o, d)| format!("{o}: {d}"))
+                        .collect()
                 })
                 .collect();
             let rows = PairRows::new(GraphRows::new(&xs[0]), GraphRows::new(&xs[1]));
