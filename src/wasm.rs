@@ -224,20 +224,8 @@ struct MemFiles {
     released: BTreeSet<String>,
     /// How many rank folders were parsed (for tests: a re-run must not parse again).
     parse_count: u32,
-    /// The graph of a rank folder, built (`Graph::build`, untouched since) while this side was
-    /// shown alone: the compare after the other side's drop takes it instead of building it
-    /// again. Taken, not copied, by a session that adopts this side (a `RefCell`: adopting
-    /// reads the other session through `&`).
-    prebuilt: std::cell::RefCell<Option<Prebuilt>>,
     /// How many graphs `run` built (for tests).
     build_count: u32,
-}
-
-/// A graph built ahead of its compare, with the parsed folder it was built from.
-struct Prebuilt {
-    dir: String,
-    dump: Arc<RankDump>,
-    graph: crate::graph::Graph,
 }
 
 impl MemFiles {
@@ -284,18 +272,6 @@ impl MemFiles {
         self.root_name = from.root_name.clone();
         self.parsed = from.parsed.clone();
         self.released = from.released.clone();
-        // Not `from`'s prebuilt graph: it freed here, and the compare builds the NPU graph again
-        // after the Bench folder's parse. Kept, it sat in the heap through that parse and the
-        // compare (the scale pair in Chromium: 112 MB of wasm memory after the compare instead
-        // of 106; the run takes ~0.1 s longer).
-        *self.prebuilt.get_mut() = None;
-        drop(from.prebuilt.take());
-    }
-
-    /// The prebuilt graph of folder `dir` if it was built from `dump`.
-    fn take_prebuilt(&mut self, dir: &str, dump: &Arc<RankDump>) -> Option<crate::graph::Graph> {
-        let p = self.prebuilt.get_mut().take()?;
-        (p.dir == dir && Arc::ptr_eq(&p.dump, dump)).then_some(p.graph)
     }
 }
 
@@ -311,7 +287,6 @@ impl MemFiles {
             parsed: BTreeMap::new(),
             released: BTreeSet::new(),
             parse_count: 0,
-            prebuilt: std::cell::RefCell::new(None),
             build_count: 0,
         }
     }
@@ -806,8 +781,7 @@ impl Session {
         self.npu.parse_count + self.bench.parse_count
     }
 
-    /// How many graphs `run` has built in this session (an NPU graph built while the NPU folder
-    /// was shown alone is not built again for the compare); for tests.
+    /// How many graphs `run` has built in this session (each run builds its own); for tests.
     #[wasm_bindgen(js_name = builtGraphs)]
     pub fn built_graphs(&self) -> u32 {
         self.npu.build_count + self.bench.build_count
@@ -816,8 +790,7 @@ impl Session {
     /// Frees the graph of this session's result if it is a build of one rank folder (the NPU
     /// folder shown alone), keeping its parsed folder: the worker calls it when the next load
     /// adopts a side from this session, so the compare that usually follows does not run beside
-    /// a second copy of the NPU graph (the adopting session has its own, taken untouched at the
-    /// adoption). If this session is used again (that load failed, and this result is still
+    /// a second copy of the NPU graph (the adopting session builds its own). If this session is used again (that load failed, and this result is still
     /// shown), the result is built again, the same, on first use (`run` did it in ~0.3 s for the
     /// 80-layer NPU folder). Returns whether anything was freed; a compare, a parallel merge or a
     /// result changed by hand is kept as it is.
@@ -1158,22 +1131,13 @@ impl Session {
             ),
             None => self.npu.display(&pair.npu_dir),
         });
-        // The NPU graph: built while the NPU folder was shown alone, or now. A build keeps an
-        // untouched copy for the compare that usually follows (the Bench folder's drop).
-        let npu_graph = match self.npu.take_prebuilt(&pair.npu_dir, &nd) {
-            Some(g) => g,
-            None => {
-                self.npu.build_count += 1;
-                crate::graph::Graph::build(&nd).map_err(js_err)?
-            }
-        };
-        if bd.is_none() {
-            *self.npu.prebuilt.get_mut() = Some(Prebuilt {
-                dir: pair.npu_dir.clone(),
-                dump: nd.clone(),
-                graph: npu_graph.clone(),
-            });
-        }
+        // The NPU graph. A build keeps no copy of it for a compare of the same session: the
+        // page compares in the session that adopts this side from the shown build, and the
+        // copy (the 80-layer NPU graph: 10.6 MB) sat in the heap beside the build view's graph
+        // and, freed, left a hole that the Bench folder's parse filled with pieces (the wasm
+        // memory after the compare: 110 MB instead of 106).
+        self.npu.build_count += 1;
+        let npu_graph = crate::graph::Graph::build(&nd).map_err(js_err)?;
         self.bench.build_count += bd.is_some() as u32;
         // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
         let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
