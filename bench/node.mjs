@@ -9,14 +9,20 @@
 // parse, the `run` (graphs, layer mapping, match, compare, the answer's JSON without the graphs'
 // columns), and the answer's decoding as the worker does it (`JSON.parse` of the answer, `columns`
 // per side, www/columns.js's `decodeColumns`); the wasm memory after the run. One thread, as in the
-// page's worker.
+// page's worker. Then, in a child process (a fresh wasm instance: the memory never shrinks), the
+// page's own order of loads (`--page-flow`): the demo pair compared, the NPU folder alone (a build),
+// then the Bench folder in a session that adopts the NPU side from it (the build's graph freed,
+// as the worker's adoptSide does), compared; the wasm memory after that compare is what the page
+// shows (headless Chromium's figure, bench/browser.mjs, follows it within a MB or two).
 // Prints Markdown on stdout. Not a test.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { spawnSync } from 'node:child_process';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const [npuDir, benchDir, mappingPath] = process.argv.slice(2);
+const pageFlow = process.argv[2] === '--page-flow';
+const [npuDir, benchDir, mappingPath] = process.argv.slice(pageFlow ? 3 : 2);
 if (!npuDir || !benchDir || !mappingPath) {
   console.error('usage: node bench/node.mjs NPU_DIR BENCH_DIR MAPPING');
   process.exit(2);
@@ -42,8 +48,8 @@ const inputBytes = Object.values(sides)
   .reduce((a, b) => a + b, 0);
 const mapping = fs.readFileSync(mappingPath, 'utf8');
 
-/** A session with both folders registered as the worker registers them. */
-function session() {
+/** A session with the folders of `sides` registered as the worker registers them. */
+function session(sides) {
   const s = new Session();
   const fds = new Map();
   s.setFileReader((side, rel, offset, length) => {
@@ -70,12 +76,56 @@ function session() {
   return { s, close: () => fds.forEach((fd) => fs.closeSync(fd)) };
 }
 
+/** Runs a session's first pair with the mapping; its answer's text. */
+function runFirst(s) {
+  const layout = JSON.parse(s.layout());
+  const opts = { step: layout.npu.steps[0], rank: layout.npu.ranks[0], layerMapping: mapping, layerMappingName: path.basename(mappingPath) };
+  return s.run(JSON.stringify(opts));
+}
+
+/** As the worker after a run: the answer, then each side's columns. */
+function answerOf(s, text) {
+  const answer = JSON.parse(text);
+  const npuCols = s.columns('npu');
+  const benchCols = answer.bench ? s.columns('bench') : null;
+  return { answer, npuCols, benchCols };
+}
+
+if (pageFlow) {
+  // As the page: the demo pair (the Qwen2.5 fixture) compared, then the NPU folder alone, then the
+  // Bench folder in a new session adopting the NPU side (the worker frees the demo after the
+  // build's answer, and the build's graph when the next session adopts from it).
+  const demoDir = path.join(ROOT, 'tests', 'fixtures', 'qwen_mix_statistics');
+  const demo = session({ npu: path.join(demoDir, 'npu'), bench: path.join(demoDir, 'bench') });
+  demo.s.check('npu');
+  demo.s.check('bench');
+  answerOf(demo.s, runFirst(demo.s));
+  const built = session({ npu: npuDir });
+  built.s.check('npu');
+  answerOf(built.s, runFirst(built.s));
+  demo.s.free();
+  demo.close();
+  const afterBuild = memory.buffer.byteLength;
+  const next = session(sides);
+  next.s.adoptSide(built.s, 'npu');
+  built.s.suspend();
+  next.s.check('bench');
+  answerOf(next.s, runFirst(next.s));
+  const afterCompare = memory.buffer.byteLength;
+  built.s.free();
+  built.close();
+  next.s.free();
+  next.close();
+  process.stdout.write(JSON.stringify({ afterBuild, afterCompare, inputBytes }));
+  process.exit(0);
+}
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const samples = [];
 let nodes = 0;
 let matched = 0;
 for (let k = 0; k < runs; k++) {
-  const { s, close } = session();
+  const { s, close } = session(sides);
   // The heap's live bytes at the peak of each phase and after it (Session.heapStats), beside the
   // memory's size: what is data and what is holes of a heap that never shrinks.
   const heap = {};
@@ -93,15 +143,11 @@ for (let k = 0; k < runs; k++) {
   s.check('bench');
   phase('bench');
   const t2 = performance.now();
-  const layout = JSON.parse(s.layout());
-  const opts = { step: layout.npu.steps[0], rank: layout.npu.ranks[0], layerMapping: mapping, layerMappingName: path.basename(mappingPath) };
-  const text = s.run(JSON.stringify(opts));
+  const text = runFirst(s);
   phase('run');
   const t3 = performance.now();
   // As the worker: the answer, then each side's columns, decoded.
-  const answer = JSON.parse(text);
-  const npuCols = s.columns('npu');
-  const benchCols = answer.bench ? s.columns('bench') : null;
+  const { answer, npuCols, benchCols } = answerOf(s, text);
   const npu = decodeColumns(npuCols, answer.npu.nodes).graph;
   if (benchCols) decodeColumns(benchCols, answer.bench.nodes);
   const t4 = performance.now();
@@ -132,3 +178,13 @@ const phases = ['npu', 'bench', 'run'];
 const trio = (suffix) => phases.map((p) => mb(col(p + suffix))).join(' / ');
 console.log(`| heap live at the peak of NPU \`check\` / Bench \`check\` / \`run\` (${mb(col('filesLive'))} before the first) | ${trio('Peak')} | |`);
 console.log(`| heap live after each (the rest of the memory is free space of a heap that never shrinks) | ${trio('Live')} | |`);
+
+// The page's order of loads, in a fresh process (see the header).
+const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--page-flow', npuDir, benchDir, mappingPath], { encoding: 'utf8', env: process.env });
+if (child.status === 0) {
+  const f = JSON.parse(child.stdout);
+  console.log(`| the page's order of loads (demo, NPU folder alone, then the Bench folder adopting it; fresh instance, once): wasm memory after the NPU build / after the compare | ${mb(f.afterBuild)} / ${mb(f.afterCompare)} (${(f.afterCompare / inputBytes).toFixed(2)}x input) | |`);
+} else {
+  console.error(child.stderr);
+  console.log(`| the page's order of loads | failed (exit ${child.status}) | |`);
+}
