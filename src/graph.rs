@@ -192,6 +192,14 @@ pub struct Node {
 
 /// No node, no entry (ids and entry indexes stay below it: 2^32 - 1 of them would need far
 /// more than the 4 GiB a wasm32 page has).
+/// The node arena ([`NodeId`] indexes it): a `Vec` natively; in wasm32 chunks of 4,096 nodes
+/// (229 kB), which fill the holes of the page's heap instead of one block that goes on its top
+/// ([`crate::chunkvec`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub type Nodes = Vec<Node>;
+#[cfg(target_arch = "wasm32")]
+pub type Nodes = crate::chunkvec::ChunkVec<Node, 12>;
+
 const NONE: u32 = u32::MAX;
 const HAS_MICRO: u8 = 1;
 const HAS_PRECISION: u8 = 2;
@@ -228,7 +236,8 @@ impl NodeIndex {
     }
 
     /// The slot of `name`: where its id is, or the empty slot where it would go.
-    fn find(&self, nodes: &[Node], names: &GraphNames, name: &str, h: u32) -> usize {
+    #[allow(clippy::ptr_arg)] // `Nodes` is a `Vec` natively only
+    fn find(&self, nodes: &Nodes, names: &GraphNames, name: &str, h: u32) -> usize {
         let mask = self.slots.len() - 1;
         let mut i = h as usize & mask;
         loop {
@@ -247,7 +256,8 @@ impl NodeIndex {
         }
     }
 
-    pub fn get(&self, nodes: &[Node], names: &GraphNames, name: &str) -> Option<NodeId> {
+    #[allow(clippy::ptr_arg)] // `Nodes` is a `Vec` natively only
+    pub fn get(&self, nodes: &Nodes, names: &GraphNames, name: &str) -> Option<NodeId> {
         if self.slots.is_empty() {
             return None;
         }
@@ -281,7 +291,8 @@ impl NodeIndex {
     }
 
     /// Indexes node `id` under its name (`nodes[id].name`); returns the node that had the name.
-    pub fn insert(&mut self, nodes: &[Node], names: &GraphNames, id: NodeId) -> Option<NodeId> {
+    #[allow(clippy::ptr_arg)] // `Nodes` is a `Vec` natively only
+    pub fn insert(&mut self, nodes: &Nodes, names: &GraphNames, id: NodeId) -> Option<NodeId> {
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.rebuild((self.slots.len() * 2).max(16));
         }
@@ -299,7 +310,8 @@ impl NodeIndex {
     }
 
     /// Forgets `name`; returns the node it named.
-    pub fn remove(&mut self, nodes: &[Node], names: &GraphNames, name: &str) -> Option<NodeId> {
+    #[allow(clippy::ptr_arg)] // `Nodes` is a `Vec` natively only
+    pub fn remove(&mut self, nodes: &Nodes, names: &GraphNames, name: &str) -> Option<NodeId> {
         if self.slots.is_empty() {
             return None;
         }
@@ -414,7 +426,7 @@ impl Node {
 /// One rank's graph.
 #[derive(Debug, Clone)]
 pub struct Graph {
-    pub nodes: Vec<Node>,
+    pub nodes: Nodes,
     /// The nodes' names ([`Graph::name`]).
     pub names: GraphNames,
     /// Name -> node, for every node created (reachable from the root or not), like `node_map`.
@@ -475,7 +487,7 @@ impl Graph {
     /// A graph of just its root, its names after `dump_names` (see [`GraphNames`]).
     fn new(dump_names: Arc<Names>) -> Graph {
         let mut g = Graph {
-            nodes: Vec::new(),
+            nodes: Nodes::new(),
             names: GraphNames::new(dump_names),
             index: NodeIndex::default(),
             collection_counter: None,

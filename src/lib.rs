@@ -8,6 +8,7 @@
 //! Reading order: [`json`] → [`dump`] → [`items`] → [`graph`] → [`mapping`] → [`compare`] →
 //! [`export`] → [`visdb`] → [`sqlite_writer`] → [`run`] → [`view`].
 
+pub mod chunkvec;
 pub mod compare;
 pub mod dump;
 pub mod error;
