@@ -549,15 +549,16 @@ impl<'a> GraphRows<'a> {
     }
 }
 
-/// The rows of a compared pair's two graphs, formatted so that each Bench node's items are
-/// derived once: the NPU row of a pair whose compare columns are derived as they are written
-/// ([`Comparison::derived_partner`]) writes its Bench partner's row too, with the partner's
-/// items its compare derives anyway (each such Bench node's items were derived twice: for
-/// that compare and for its own row). The other Bench rows are written on their own. Rows
-/// carry their `node_order`, so the order in which they reach the sink does not matter.
+/// The rows of a pair's graphs (the NPU graph and, for a compare, the Bench graph), formatted so
+/// that each Bench node's items are derived once: the NPU row of a pair whose compare columns are
+/// derived as they are written ([`Comparison::derived_partner`]) writes its Bench partner's row
+/// too, with the partner's items its compare derives anyway (each such Bench node's items were
+/// derived twice: for that compare and for its own row). The other Bench rows are written on
+/// their own. Rows carry their `node_order`, so the order in which they reach the sink does not
+/// matter.
 pub struct PairRows<'a> {
     pub npu: GraphRows<'a>,
-    pub bench: GraphRows<'a>,
+    pub bench: Option<GraphRows<'a>>,
     /// Per NPU row: the Bench row written with it (`u32::MAX`: none).
     with: Vec<u32>,
     /// Per Bench row: written with an NPU row.
@@ -565,15 +566,18 @@ pub struct PairRows<'a> {
 }
 
 impl<'a> PairRows<'a> {
-    /// `npu` and `bench`: the two graphs of one compared pair (`bench`'s graph and dump are
-    /// `npu`'s other side; otherwise no row is written with another).
-    pub fn new(npu: GraphRows<'a>, bench: GraphRows<'a>) -> PairRows<'a> {
+    /// `npu` and, for a compare, `bench`: the graphs of one pair (rows are written together only
+    /// when `bench`'s graph and dump are `npu`'s other side).
+    pub fn new(npu: GraphRows<'a>, bench: Option<GraphRows<'a>>) -> PairRows<'a> {
         let mut with = vec![u32::MAX; npu.len()];
-        let mut taken = vec![false; bench.len()];
-        let same_pair = npu.x.other.is_some_and(|(gb, db)| {
-            std::ptr::eq(gb, bench.x.graph) && std::ptr::eq(db, bench.x.dump)
-        });
-        if let (Some(c), true) = (npu.x.comparison, same_pair) {
+        let mut taken = vec![false; bench.as_ref().map_or(0, GraphRows::len)];
+        let same_pair = |b: &GraphRows| {
+            npu.x
+                .other
+                .is_some_and(|(gb, db)| std::ptr::eq(gb, b.x.graph) && std::ptr::eq(db, b.x.dump))
+        };
+        if let (Some(c), Some(bench)) = (npu.x.comparison, bench.as_ref().filter(|b| same_pair(b)))
+        {
             let mut pos = vec![u32::MAX; bench.x.graph.nodes.len()];
             for (i, &b) in bench.order.iter().enumerate() {
                 if let Some(p) = pos.get_mut(b as usize) {
@@ -604,9 +608,20 @@ impl<'a> PairRows<'a> {
         }
     }
 
-    /// Writers for [`PairRows::write`] (one pair per thread): the NPU graph's, the Bench's.
-    pub fn writers(&self) -> [RowWriter<'a>; 2] {
-        [self.npu.writer(), self.bench.writer()]
+    /// The number of rows of each graph (NPU, then Bench if any).
+    pub fn lens(&self) -> Vec<usize> {
+        std::iter::once(&self.npu)
+            .chain(&self.bench)
+            .map(GraphRows::len)
+            .collect()
+    }
+
+    /// Writers for [`PairRows::write`] (one set per thread): one per graph, NPU first.
+    pub fn writers(&self) -> Vec<RowWriter<'a>> {
+        std::iter::once(&self.npu)
+            .chain(&self.bench)
+            .map(GraphRows::writer)
+            .collect()
     }
 
     /// Formats the rows `range` of graph `graph` (0: NPU, with the Bench rows that go with
@@ -616,23 +631,27 @@ impl<'a> PairRows<'a> {
     pub fn write(
         &self,
         graph: usize,
-        w: &mut [RowWriter<'a>; 2],
+        w: &mut [RowWriter<'a>],
         range: std::ops::Range<usize>,
         sink: &mut dyn Sink,
         partners: &mut dyn Sink,
     ) -> Vec<(usize, usize, DistNode)> {
         let mut dist = Vec::new();
-        let [wn, wb] = w;
+        let Some((wn, rest)) = w.split_first_mut() else {
+            return dist;
+        };
+        let bench = self.bench.as_ref().zip(rest.first_mut());
         if graph == 0 {
             let x = self.npu.x;
             let range = range.start.min(self.npu.len())..range.end.min(self.npu.len());
+            let mut bench = bench;
             for order in range {
                 let (input, output) = x.graph.io(x.dump, self.npu.order[order]);
-                let partner = match (self.with[order], self.bench.x) {
-                    (u32::MAX, _) => None,
-                    (p, xb) => {
+                let partner = match (self.with[order], &bench) {
+                    (u32::MAX, _) | (_, None) => None,
+                    (p, Some((b, _))) => {
                         let p = p as usize;
-                        Some((p, xb.graph.io(xb.dump, self.bench.order[p])))
+                        Some((p, b.x.graph.io(b.x.dump, b.order[p])))
                     }
                 };
                 let partner_io = partner.as_ref().map(|(_, (i, o))| (i, o));
@@ -640,23 +659,29 @@ impl<'a> PairRows<'a> {
                     .npu
                     .write_row(wn, order, (&input, &output), partner_io, sink);
                 dist.extend(d.map(|d| (0, order, d)));
-                if let Some((p, (i, o))) = &partner {
-                    let d = self.bench.write_row(wb, *p, (i, o), None, partners);
+                if let (Some((p, (i, o))), Some((b, wb))) = (&partner, &mut bench) {
+                    let d = b.write_row(wb, *p, (i, o), None, partners);
                     dist.extend(d.map(|d| (1, *p, d)));
                 }
             }
-        } else {
-            let x = self.bench.x;
-            let range = range.start.min(self.bench.len())..range.end.min(self.bench.len());
+        } else if let Some((b, wb)) = bench {
+            let x = b.x;
+            let range = range.start.min(b.len())..range.end.min(b.len());
             for order in range.filter(|&o| !self.taken[o]) {
-                let (input, output) = x.graph.io(x.dump, self.bench.order[order]);
-                let d = self
-                    .bench
-                    .write_row(wb, order, (&input, &output), None, sink);
+                let (input, output) = x.graph.io(x.dump, b.order[order]);
+                let d = b.write_row(wb, order, (&input, &output), None, sink);
                 dist.extend(d.map(|d| (1, order, d)));
             }
         }
         dist
+    }
+
+    /// The `tb_stack` rows of each graph.
+    pub fn write_stacks(&self, sink: &mut dyn Sink) {
+        self.npu.write_stacks(sink);
+        if let Some(b) = &self.bench {
+            b.write_stacks(sink);
+        }
     }
 }
 

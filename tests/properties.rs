@@ -513,7 +513,7 @@ fn paired_rows_are_the_graphs_rows() {
                         .collect()
                 })
                 .collect();
-            let rows = PairRows::new(GraphRows::new(&xs[0]), GraphRows::new(&xs[1]));
+            let rows = PairRows::new(GraphRows::new(&xs[0]), Some(GraphRows::new(&xs[1])));
             let mut paired_per_part = None;
             for part in [1, 7, 4096] {
                 let mut w = rows.writers();
@@ -521,7 +521,7 @@ fn paired_rows_are_the_graphs_rows() {
                 let (mut own, mut partners): (Rows, Rows) = Default::default();
                 let mut got: Rows = Default::default();
                 let mut dist = Vec::new();
-                for (g, len) in [(0, rows.npu.len()), (1, rows.bench.len())] {
+                for (g, &len) in rows.lens().iter().enumerate() {
                     for a in (0..len).step_by(part) {
                         let range = a..(a + part).min(len);
                         dist.extend(rows.write(g, &mut w, range, &mut own, &mut partners));
@@ -546,8 +546,7 @@ fn paired_rows_are_the_graphs_rows() {
                     .collect();
                 got.0.extend(own.0);
                 got.0.extend(partners.0);
-                rows.npu.write_stacks(&mut got);
-                rows.bench.write_stacks(&mut got);
+                rows.write_stacks(&mut got);
                 let order = |r: &NodeRow| (r.graph_id.clone(), r.node_order);
                 got.0.sort_by_key(order);
                 let mut want_rows = want.0.clone();
@@ -571,4 +570,65 @@ fn paired_rows_are_the_graphs_rows() {
     assert!(runs >= 6, "{runs}");
     // Not vacuous: Bench rows were written with their NPU partners.
     assert!(with_partner >= 1000, "{with_partner}");
+}
+
+/// A build (no Bench side) goes through the same `PairRows`: in parts of any size, its rows,
+/// stacks and distributed nodes are those of `export_graph`.
+#[test]
+fn build_rows_through_pair_rows_are_the_graphs_rows() {
+    use probelens::export::{GraphRows, PairRows};
+    let mut built = 0;
+    let runs = each_fixture_matching(|case, nf, _bf, opts| {
+        let plan = run::plan(nf, None).unwrap();
+        for p in &plan.pairs {
+            let nd = run::load_rank(nf, &p.npu_dir).unwrap();
+            let res = run::run_pair(nd, None, &opts).unwrap();
+            let x = GraphExport::npu(&res, p.step, p.rank);
+            let mut want: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
+            let want_dist: Vec<_> = export::export_graph(&x, &mut want)
+                .iter()
+                .map(|d| (d.name.clone(), d.input_data.clone()))
+                .collect();
+            let rows = PairRows::new(GraphRows::new(&x), None);
+            assert_eq!(rows.lens(), vec![want.0.len()]);
+            for part in [1, 7, 4096] {
+                let mut w = rows.writers();
+                type Rows = (Vec<NodeRow>, Vec<StackRow>);
+                let (mut got, mut partners): (Rows, Rows) = Default::default();
+                let mut dist = Vec::new();
+                let len = rows.lens()[0];
+                for a in (0..len).step_by(part) {
+                    dist.extend(rows.write(
+                        0,
+                        &mut w,
+                        a..(a + part).min(len),
+                        &mut got,
+                        &mut partners,
+                    ));
+                }
+                // Graph 1 does not exist: nothing is written for it.
+                dist.extend(rows.write(1, &mut w, 0..len, &mut got, &mut partners));
+                rows.write_stacks(&mut got);
+                let where_ = format!("{}: part {part}", case.display());
+                assert!(partners.0.is_empty(), "{where_}: rows written as partners");
+                got.0.sort_by_key(|r| r.node_order);
+                let mut want_rows = want.0.clone();
+                want_rows.sort_by_key(|r| r.node_order);
+                assert!(got.0 == want_rows, "{where_}: rows differ");
+                assert!(got.1 == want.1, "{where_}: stacks differ");
+                dist.sort_by_key(|(g, o, _)| (*g, *o));
+                let got_dist: Vec<_> = dist
+                    .iter()
+                    .map(|(g, _, d)| {
+                        assert_eq!(*g, 0);
+                        (d.name.clone(), d.input_data.clone())
+                    })
+                    .collect();
+                assert_eq!(got_dist, want_dist, "{where_}: distributed nodes");
+            }
+            built += want.0.len();
+        }
+    });
+    assert!(runs >= 6, "{runs}");
+    assert!(built >= 1000, "{built}");
 }

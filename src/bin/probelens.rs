@@ -1256,12 +1256,12 @@ fn export_part() -> usize {
 }
 
 /// Formats the rows of the NPU graph and, for a compare, the Bench graph on two threads, in
-/// parts of [`export_part`] rows that each thread takes in turn from a shared counter (the writer told first how many node rows come), then
-/// their stacks; returns each graph's distributed nodes in order. The NPU graph, which carries
-/// the compare columns, takes longer than the Bench graph: with a graph per thread one core
-/// waited for the other for ~0.1 s. A compared pair's rows are formatted as pairs
-/// (`export::PairRows`: an NPU row writes its Bench partner's, whose items its compare derives
-/// anyway). The database does not depend on the order of the inserts (node rows carry their
+/// parts of [`export_part`] rows that each thread takes in turn from a shared counter (the
+/// writer told first how many node rows come), then their stacks; returns each graph's
+/// distributed nodes in order. The NPU graph, which carries the compare columns, takes longer
+/// than the Bench graph: with a graph per thread one core waited for the other for ~0.1 s. A
+/// compared pair's rows are formatted as pairs (`export::PairRows`: an NPU row writes its Bench
+/// partner's, whose items its compare derives anyway). The database does not depend on the order of the inserts (node rows carry their
 /// `node_order`).
 fn export_graphs(
     npu: &GraphExport,
@@ -1269,17 +1269,9 @@ fn export_graphs(
     sink: &mut DbSink,
 ) -> Vec<Vec<DistNode>> {
     let part = export_part();
-    let npu = GraphRows::new(npu);
-    let bench = bench.map(GraphRows::new);
-    sink.expect_nodes(npu.len() + bench.as_ref().map_or(0, GraphRows::len));
-    let rows = match bench {
-        Some(bench) => Rows::Pair(Box::new(export::PairRows::new(npu, bench))),
-        None => Rows::One(npu),
-    };
-    let lens: Vec<usize> = match &rows {
-        Rows::One(r) => vec![r.len()],
-        Rows::Pair(p) => vec![p.npu.len(), p.bench.len()],
-    };
+    let rows = export::PairRows::new(GraphRows::new(npu), bench.map(GraphRows::new));
+    let lens = rows.lens();
+    sink.expect_nodes(lens.iter().sum());
     let parts: Vec<(usize, std::ops::Range<usize>)> = lens
         .iter()
         .enumerate()
@@ -1299,30 +1291,16 @@ fn export_graphs(
             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             parts.get(i).cloned()
         };
-        match &rows {
-            Rows::One(r) => {
-                let mut w = r.writer();
-                while let Some((g, range)) = next_part() {
-                    let start = range.start;
-                    let d = r.write(&mut w, range, sink);
-                    // Keyed by the part's start and their rank in it: sorted as the rows.
-                    found.extend(d.into_iter().enumerate().map(|(k, d)| (g, start + k, d)));
-                }
-                warnings.extend(w.warnings.into_iter().map(|(o, d)| (0, o, d)));
-            }
-            Rows::Pair(p) => {
-                let mut w = p.writers();
-                // The Bench rows written with NPU rows go in batches of their own.
-                let mut partners = sink.sibling();
-                while let Some((g, range)) = next_part() {
-                    found.extend(p.write(g, &mut w, range, sink, &mut partners));
-                    partners.flush();
-                }
-                partners.flush();
-                for (g, w) in w.into_iter().enumerate() {
-                    warnings.extend(w.warnings.into_iter().map(|(o, d)| (g, o, d)));
-                }
-            }
+        let mut w = rows.writers();
+        // The Bench rows written with NPU rows go in batches of their own.
+        let mut partners = sink.sibling();
+        while let Some((g, range)) = next_part() {
+            found.extend(rows.write(g, &mut w, range, sink, &mut partners));
+            partners.flush();
+        }
+        partners.flush();
+        for (g, w) in w.into_iter().enumerate() {
+            warnings.extend(w.warnings.into_iter().map(|(o, d)| (g, o, d)));
         }
         sink.flush();
         (found, warnings)
@@ -1353,20 +1331,8 @@ fn export_graphs(
             v.push(d);
         }
     }
-    match &rows {
-        Rows::One(r) => r.write_stacks(sink),
-        Rows::Pair(p) => {
-            p.npu.write_stacks(sink);
-            p.bench.write_stacks(sink);
-        }
-    }
+    rows.write_stacks(sink);
     dist
-}
-
-/// The rows [`export_graphs`] formats: one graph's (a build), or a compared pair's.
-enum Rows<'a> {
-    One(GraphRows<'a>),
-    Pair(Box<export::PairRows<'a>>),
 }
 
 fn push_dist(
