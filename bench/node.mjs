@@ -48,8 +48,11 @@ const inputBytes = Object.values(sides)
   .reduce((a, b) => a + b, 0);
 const mapping = fs.readFileSync(mappingPath, 'utf8');
 
-/** A session with the folders of `sides` registered as the worker registers them. */
-function session(sides) {
+/**
+ * A session reading the folders of `sides`, those of `register` (default: all) registered as the
+ * worker registers them (a side adopted from another session is not registered again).
+ */
+function session(sides, register = Object.keys(sides)) {
   const s = new Session();
   const fds = new Map();
   s.setFileReader((side, rel, offset, length) => {
@@ -64,7 +67,7 @@ function session(sides) {
     while (got < buf.length) got += fs.readSync(fd, buf, got, buf.length - got, start + got);
     return buf;
   });
-  for (const [side, dir] of Object.entries(sides)) {
+  for (const [side, dir] of Object.entries(sides).filter(([side]) => register.includes(side))) {
     s.setRootName(side, path.basename(dir));
     for (const rel of listFiles(dir)) {
       const file = path.join(dir, rel);
@@ -95,6 +98,7 @@ if (pageFlow) {
   // As the page: the demo pair (the Qwen2.5 fixture) compared, then the NPU folder alone, then the
   // Bench folder in a new session adopting the NPU side (the worker frees the demo after the
   // build's answer, and the build's graph when the next session adopts from it).
+  // The demo is this fixture with its own layer_mapping.yaml (the scale pair's mapping, too).
   const demoDir = path.join(ROOT, 'tests', 'fixtures', 'qwen_mix_statistics');
   const demo = session({ npu: path.join(demoDir, 'npu'), bench: path.join(demoDir, 'bench') });
   demo.s.check('npu');
@@ -106,10 +110,11 @@ if (pageFlow) {
   demo.s.free();
   demo.close();
   const afterBuild = memory.buffer.byteLength;
-  const next = session(sides);
+  const next = session(sides, ['bench']);
   next.s.adoptSide(built.s, 'npu');
-  built.s.suspend();
+  if (!built.s.suspend()) throw new Error('the build view did not free its graph (suspend)');
   next.s.check('bench');
+  if (next.s.parsedRanks() !== 1) throw new Error(`the adopting session parsed ${next.s.parsedRanks()} rank folders, not only the Bench one`);
   answerOf(next.s, runFirst(next.s));
   const afterCompare = memory.buffer.byteLength;
   built.s.free();
@@ -181,10 +186,17 @@ console.log(`| heap live after each (the rest of the memory is free space of a h
 
 // The page's order of loads, in a fresh process (see the header).
 const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--page-flow', npuDir, benchDir, mappingPath], { encoding: 'utf8', env: process.env });
-if (child.status === 0) {
-  const f = JSON.parse(child.stdout);
+/** @type {{afterBuild: number, afterCompare: number} | null} */
+let flow = null;
+try {
+  if (child.status === 0) flow = JSON.parse(child.stdout);
+} catch {
+  flow = null;
+}
+if (flow) {
+  const f = flow;
   console.log(`| the page's order of loads (demo, NPU folder alone, then the Bench folder adopting it; fresh instance, once): wasm memory after the NPU build / after the compare | ${mb(f.afterBuild)} / ${mb(f.afterCompare)} (${(f.afterCompare / inputBytes).toFixed(2)}x input) | |`);
 } else {
-  console.error(child.stderr);
+  console.error(child.stderr || child.stdout);
   console.log(`| the page's order of loads | failed (exit ${child.status}) | |`);
 }

@@ -47,7 +47,13 @@ impl<T, const BITS: u32> ChunkVec<T, BITS> {
 
     pub fn push(&mut self, x: T) {
         match self.chunks.last_mut() {
-            Some(c) if c.len() < Self::CHUNK => c.push(x),
+            Some(c) if c.len() < Self::CHUNK => {
+                // A chunk shrunk or cloned to its length grows to a chunk, not by doubling.
+                if c.len() == c.capacity() {
+                    c.reserve_exact(Self::CHUNK - c.len());
+                }
+                c.push(x)
+            }
             _ => {
                 let mut c = Vec::with_capacity(Self::CHUNK);
                 c.push(x);
@@ -67,8 +73,12 @@ impl<T, const BITS: u32> ChunkVec<T, BITS> {
         self.chunks.get_mut(i >> BITS)?.get_mut(i & Self::MASK)
     }
 
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
-        self.chunks.iter().flatten()
+    /// In order; it knows its length (`collect` sizes its vector once).
+    pub fn iter(&self) -> Iter<'_, T, BITS> {
+        Iter {
+            v: self,
+            range: 0..self.len,
+        }
     }
 
     pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut T> {
@@ -106,11 +116,38 @@ impl<T, const BITS: u32> IndexMut<usize> for ChunkVec<T, BITS> {
     }
 }
 
+/// [`ChunkVec::iter`].
+pub struct Iter<'a, T, const BITS: u32> {
+    v: &'a ChunkVec<T, BITS>,
+    range: std::ops::Range<usize>,
+}
+
+impl<'a, T, const BITS: u32> Iterator for Iter<'a, T, BITS> {
+    type Item = &'a T;
+    #[inline]
+    fn next(&mut self) -> Option<&'a T> {
+        self.range.next().and_then(|i| self.v.get(i))
+    }
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.range.size_hint()
+    }
+}
+
+impl<T, const BITS: u32> DoubleEndedIterator for Iter<'_, T, BITS> {
+    #[inline]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.range.next_back().and_then(|i| self.v.get(i))
+    }
+}
+
+impl<T, const BITS: u32> ExactSizeIterator for Iter<'_, T, BITS> {}
+
 impl<'a, T, const BITS: u32> IntoIterator for &'a ChunkVec<T, BITS> {
     type Item = &'a T;
-    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<T>>>;
+    type IntoIter = Iter<'a, T, BITS>;
     fn into_iter(self) -> Self::IntoIter {
-        self.chunks.iter().flatten()
+        self.iter()
     }
 }
 
@@ -167,6 +204,19 @@ mod tests {
         }
         assert!(w.iter().eq(model.iter()));
         assert_eq!(w.len(), 29);
+        assert_eq!(w.iter().len(), 29);
+        assert_eq!(w.iter().rev().skip(3).len(), 26);
+        // No chunk grows past a chunk, after a shrink or a clone either.
+        let mut u = v.clone();
+        u.push(1);
+        for c in w.chunks.iter().chain(&u.chunks) {
+            assert!(
+                c.len() <= 4 && c.capacity() <= 4,
+                "{} / {}",
+                c.len(),
+                c.capacity()
+            );
+        }
         assert!(v.iter().eq(model[..23].iter()));
     }
 

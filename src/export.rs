@@ -616,12 +616,14 @@ impl<'a> PairRows<'a> {
             .collect()
     }
 
-    /// Writers for [`PairRows::write`] (one set per thread): one per graph, NPU first.
-    pub fn writers(&self) -> Vec<RowWriter<'a>> {
-        std::iter::once(&self.npu)
-            .chain(&self.bench)
-            .map(GraphRows::writer)
-            .collect()
+    /// Writers for [`PairRows::write`] (one set per thread).
+    pub fn writers(&self) -> PairWriters<'a> {
+        PairWriters(
+            std::iter::once(&self.npu)
+                .chain(&self.bench)
+                .map(GraphRows::writer)
+                .collect(),
+        )
     }
 
     /// Formats the rows `range` of graph `graph` (0: NPU, with the Bench rows that go with
@@ -631,13 +633,14 @@ impl<'a> PairRows<'a> {
     pub fn write(
         &self,
         graph: usize,
-        w: &mut [RowWriter<'a>],
+        w: &mut PairWriters<'a>,
         range: std::ops::Range<usize>,
         sink: &mut dyn Sink,
         partners: &mut dyn Sink,
     ) -> Vec<(usize, usize, DistNode)> {
         let mut dist = Vec::new();
-        let Some((wn, rest)) = w.split_first_mut() else {
+        // `writers` made one per graph.
+        let Some((wn, rest)) = w.0.split_first_mut() else {
             return dist;
         };
         let bench = self.bench.as_ref().zip(rest.first_mut());
@@ -664,7 +667,7 @@ impl<'a> PairRows<'a> {
                     dist.extend(d.map(|d| (1, *p, d)));
                 }
             }
-        } else if let Some((b, wb)) = bench {
+        } else if let (1, Some((b, wb))) = (graph, bench) {
             let x = b.x;
             let range = range.start.min(b.len())..range.end.min(b.len());
             for order in range.filter(|&o| !self.taken[o]) {
@@ -682,6 +685,21 @@ impl<'a> PairRows<'a> {
         if let Some(b) = &self.bench {
             b.write_stacks(sink);
         }
+    }
+}
+
+/// One thread's writers for [`PairRows::write`]: one per graph of the pair, NPU first.
+pub struct PairWriters<'a>(Vec<RowWriter<'a>>);
+
+impl PairWriters<'_> {
+    /// The deferred compares' warnings the writers met: (graph, row, warning), each graph's in
+    /// the order its rows were written.
+    pub fn warnings(self) -> Vec<(usize, usize, Diagnostic)> {
+        self.0
+            .into_iter()
+            .enumerate()
+            .flat_map(|(g, w)| w.warnings.into_iter().map(move |(o, d)| (g, o, d)))
+            .collect()
     }
 }
 

@@ -1307,7 +1307,7 @@ mod tests {
     /// across the table's wrap-around), renames, growth.
     #[test]
     fn node_index_behaves_like_a_map() {
-        let mut nodes: Vec<Node> = Vec::new();
+        let mut nodes = Nodes::new();
         let mut names = GraphNames::default();
         let mut idx = NodeIndex::default();
         let mut model: HashMap<String, NodeId> = HashMap::default();

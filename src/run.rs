@@ -513,15 +513,6 @@ impl<'d> Prepared<'d> {
         }
     }
 
-    /// `graph`, made already by `Graph::build(dump)` and untouched since.
-    fn built(dump: &'d RankDump, graph: Graph) -> Prepared<'d> {
-        Prepared {
-            dump,
-            graph: Ok(graph),
-            mapping: None,
-        }
-    }
-
     /// This side's work when it was made of `d` (the same dump in memory), else nothing.
     fn of(
         p: Option<Prepared<'d>>,
@@ -553,19 +544,6 @@ pub fn run_pair_prepared(
         Some(npu_prepared),
         bench_prepared,
     )
-}
-
-/// [`run_pair_shared`] with the NPU graph already built: `npu_graph` must be
-/// `Graph::build(&npu)`, untouched since (the page builds it while the NPU folder is shown alone,
-/// so the compare after the Bench drop does not build it again).
-pub fn run_pair_prebuilt(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-    npu_graph: Graph,
-) -> Result<PairResult> {
-    let pre = Prepared::built(&npu, npu_graph);
-    run_pair_impl(npu.clone(), bench, opts, false, Some(pre), None)
 }
 
 /// [`run_pair`] as msprobe runs it with `--rank_size` on a single rank folder: nothing to merge,

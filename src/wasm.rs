@@ -725,8 +725,7 @@ impl Session {
             ..RunOptions::default()
         };
         working_on(self.npu.display(&s.npu_dir));
-        let built = crate::graph::Graph::build(&s.dump)
-            .and_then(|g| run::run_pair_prebuilt(s.dump.clone(), None, &opts, g));
+        let built = run::run_pair_shared(s.dump.clone(), None, &opts);
         let res = match built {
             Ok(res) => res,
             Err(e) => {
@@ -787,13 +786,13 @@ impl Session {
         self.npu.build_count + self.bench.build_count
     }
 
-    /// Frees the graph of this session's result if it is a build of one rank folder (the NPU
-    /// folder shown alone), keeping its parsed folder: the worker calls it when the next load
-    /// adopts a side from this session, so the compare that usually follows does not run beside
-    /// a second copy of the NPU graph (the adopting session builds its own). If this session is used again (that load failed, and this result is still
-    /// shown), the result is built again, the same, on first use (`run` did it in ~0.3 s for the
-    /// 80-layer NPU folder). Returns whether anything was freed; a compare, a parallel merge or a
-    /// result changed by hand is kept as it is.
+    /// Frees the graph of this session's result if it is a build of one rank folder (the NPU folder
+    /// shown alone), keeping its parsed folder: the worker calls it when the next load adopts a
+    /// side from this session, so the compare that usually follows does not run beside a second
+    /// copy of the NPU graph (the adopting session builds its own). If this session is used again
+    /// (that load failed, and this result is still shown), the result is built again, the same, on
+    /// first use (`run` did it in ~0.3 s for the 80-layer NPU folder). Returns whether anything was
+    /// freed; a compare, a parallel merge or a result changed by hand is kept as it is.
     pub fn suspend(&mut self) -> bool {
         match self.last.take() {
             Some(Last {
@@ -1131,13 +1130,13 @@ impl Session {
             ),
             None => self.npu.display(&pair.npu_dir),
         });
-        // The NPU graph. A build keeps no copy of it for a compare of the same session: the
-        // page compares in the session that adopts this side from the shown build, and the
-        // copy (the 80-layer NPU graph: 10.6 MB) sat in the heap beside the build view's graph
-        // and, freed, left a hole that the Bench folder's parse filled with pieces (the wasm
-        // memory after the compare: 110 MB instead of 106).
+        // Each run builds its graphs (the layer mapping first, as `run_pair_shared` does it). A
+        // build keeps no copy of its NPU graph for a compare of the same session: the page
+        // compares in the session that adopts this side, and the copy (the 80-layer NPU graph:
+        // 10.6 MB) sat in the heap beside the build view's graph and, freed, left a hole that
+        // the Bench folder's parse filled with pieces (the wasm memory after the compare: 110 MB
+        // instead of 106).
         self.npu.build_count += 1;
-        let npu_graph = crate::graph::Graph::build(&nd).map_err(js_err)?;
         self.bench.build_count += bd.is_some() as u32;
         // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).
         let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
@@ -1147,7 +1146,7 @@ impl Session {
             bench_dir: dir,
         });
         let rebuild = bd.is_none().then_some(opts.overflow_check);
-        let mut res = run::run_pair_prebuilt(nd, bd, &opts, npu_graph).map_err(js_err)?;
+        let mut res = run::run_pair_shared(nd, bd, &opts).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());
         self.keep(res, pair.npu_dir, pair.bench_dir, rebuild)
     }

@@ -197,8 +197,8 @@ async function handle(req) {
       }
       s.adoptSide(from, req.side);
       // The shown result, if a build (a folder shown alone), frees its graph for the load that
-      // adopts from it (the compare that follows has the graph it needs): built again on its next
-      // use if that load fails and it stays shown.
+      // adopts from it (the compare that follows builds its own): built again on its next use if
+      // that load fails and it stays shown.
       const suspended = from.suspend();
       // The core reads the adopted lazy files through this session's reader: give it their handles.
       const prefix = req.side + '\u0000';

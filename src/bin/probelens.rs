@@ -1255,14 +1255,14 @@ fn export_part() -> usize {
         .unwrap_or(4096)
 }
 
-/// Formats the rows of the NPU graph and, for a compare, the Bench graph on two threads, in
-/// parts of [`export_part`] rows that each thread takes in turn from a shared counter (the
-/// writer told first how many node rows come), then their stacks; returns each graph's
-/// distributed nodes in order. The NPU graph, which carries the compare columns, takes longer
-/// than the Bench graph: with a graph per thread one core waited for the other for ~0.1 s. A
-/// compared pair's rows are formatted as pairs (`export::PairRows`: an NPU row writes its Bench
-/// partner's, whose items its compare derives anyway). The database does not depend on the order of the inserts (node rows carry their
-/// `node_order`).
+/// Formats the rows of the NPU graph and, for a compare, the Bench graph on two threads, in parts
+/// of [`export_part`] rows that each thread takes in turn from a shared counter (the writer told
+/// first how many node rows come), then their stacks; returns each graph's distributed nodes in
+/// order. The NPU graph, which carries the compare columns, takes longer than the Bench graph: with
+/// a graph per thread one core waited for the other for ~0.1 s. A compared pair's rows are
+/// formatted as pairs (`export::PairRows`: an NPU row writes its Bench partner's, whose items its
+/// compare derives anyway). The database does not depend on the order of the inserts (node rows
+/// carry their `node_order`).
 fn export_graphs(
     npu: &GraphExport,
     bench: Option<&GraphExport>,
@@ -1299,9 +1299,7 @@ fn export_graphs(
             partners.flush();
         }
         partners.flush();
-        for (g, w) in w.into_iter().enumerate() {
-            warnings.extend(w.warnings.into_iter().map(|(o, d)| (g, o, d)));
-        }
+        warnings.extend(w.warnings());
         sink.flush();
         (found, warnings)
     };
