@@ -501,7 +501,7 @@ fn paired_rows_are_the_graphs_rows() {
                 })
                 .collect();
             // A deferred compare's warnings, as one writer over each whole graph gives them (the
-            // fixtures have none: a matched pair with debug items would give one).
+            // fixtures have none; deferred_warnings_are_the_compares has a pair that gives one).
             let want_warnings: Vec<Vec<String>> = xs
                 .iter()
                 .map(|x| {
@@ -634,4 +634,68 @@ fn build_rows_through_pair_rows_are_the_graphs_rows() {
     });
     assert!(runs >= 6, "{runs}");
     assert!(built >= 1000, "{built}");
+}
+
+/// A matched pair that cannot be compared (a node of debug items) gives the same warning whether
+/// the compare reports it (verdicts up front) or the export's read of the deferred pair does
+/// (`defer_verdicts`, the CLI writing a `.vis.db`): once, with the same text, and only there.
+#[test]
+fn deferred_warnings_are_the_compares() {
+    use probelens::export::{GraphRows, PairRows};
+    const TENSOR: &str = r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}"#;
+    let dump = format!(
+        r#"{{"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": null, "data": {{
+ "Module.dbg.debug": {TENSOR},
+ "Functional.relu.0.forward": {{"input_args": [{TENSOR}], "input_kwargs": {{}}, "output": [{TENSOR}]}}}}}}"#
+    );
+    let side = || MemFiles {
+        files: BTreeMap::from([
+            (
+                "construct.json".to_string(),
+                br#"{"Module.dbg.debug": null, "Functional.relu.0.forward": null}"#.to_vec(),
+            ),
+            ("dump.json".to_string(), dump.as_bytes().to_vec()),
+            ("stack.json".to_string(), b"{}".to_vec()),
+        ]),
+        seed: 0,
+    };
+    let (nf, bf) = (side(), side());
+    let plan = run::plan(&nf, Some(&bf)).unwrap();
+    let p = &plan.pairs[0];
+    let load = |f: &MemFiles, dir: &str| run::load_rank(f, dir).unwrap();
+    let bench_dir = p.bench_dir.as_deref().unwrap();
+    let not_compared = |said: Vec<String>| -> Vec<String> {
+        said.into_iter()
+            .filter(|d| d.contains("not compared"))
+            .collect()
+    };
+    let mut opts = RunOptions::default();
+    let up_front = run::run_pair(load(&nf, &p.npu_dir), Some(load(&bf, bench_dir)), &opts).unwrap();
+    let want = not_compared(up_front.diagnostics.iter().map(|d| d.to_string()).collect());
+    assert_eq!(want.len(), 1, "{want:?}");
+    assert!(
+        want[0].contains("Module.dbg.debug: not compared: debug items"),
+        "{want:?}"
+    );
+
+    opts.defer_verdicts = true;
+    let res = run::run_pair(load(&nf, &p.npu_dir), Some(load(&bf, bench_dir)), &opts).unwrap();
+    let early = not_compared(res.diagnostics.iter().map(|d| d.to_string()).collect());
+    assert!(
+        early.is_empty(),
+        "a deferred pair warned in the compare: {early:?}"
+    );
+    let xs = [
+        GraphExport::npu(&res, p.step, p.rank),
+        GraphExport::bench(&res, p.step, p.rank).unwrap(),
+    ];
+    let rows = PairRows::new(GraphRows::new(&xs[0]), Some(GraphRows::new(&xs[1])));
+    let mut w = rows.writers();
+    type Rows = (Vec<NodeRow>, Vec<StackRow>);
+    let (mut own, mut partners): (Rows, Rows) = Default::default();
+    for (g, &len) in rows.lens().iter().enumerate() {
+        rows.write(g, &mut w, 0..len, &mut own, &mut partners);
+    }
+    let got = not_compared(w.warnings().iter().map(|(_, _, d)| d.to_string()).collect());
+    assert_eq!(got, want);
 }
