@@ -194,8 +194,7 @@ try {
   flow = null;
 }
 if (flow) {
-  const f = flow;
-  console.log(`| the page's order of loads (demo, NPU folder alone, then the Bench folder adopting it; fresh instance, once): wasm memory after the NPU build / after the compare | ${mb(f.afterBuild)} / ${mb(f.afterCompare)} (${(f.afterCompare / inputBytes).toFixed(2)}x input) | |`);
+  console.log(`| the page's order of loads (demo, NPU folder alone, then the Bench folder adopting it; fresh instance, once): wasm memory after the NPU build / after the compare | ${mb(flow.afterBuild)} / ${mb(flow.afterCompare)} (${(flow.afterCompare / inputBytes).toFixed(2)}x input) | |`);
 } else {
   console.error(child.stderr || child.stdout);
   console.log(`| the page's order of loads | failed (exit ${child.status}) | |`);

@@ -643,11 +643,10 @@ impl<'a> PairRows<'a> {
         let Some((wn, rest)) = w.0.split_first_mut() else {
             return dist;
         };
-        let bench = self.bench.as_ref().zip(rest.first_mut());
+        let mut bench = self.bench.as_ref().zip(rest.first_mut());
         if graph == 0 {
             let x = self.npu.x;
             let range = range.start.min(self.npu.len())..range.end.min(self.npu.len());
-            let mut bench = bench;
             for order in range {
                 let (input, output) = x.graph.io(x.dump, self.npu.order[order]);
                 let partner = match (self.with[order], &bench) {

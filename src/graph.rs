@@ -190,8 +190,6 @@ pub struct Node {
     has: u8,
 }
 
-/// No node, no entry (ids and entry indexes stay below it: 2^32 - 1 of them would need far
-/// more than the 4 GiB a wasm32 page has).
 /// The node arena ([`NodeId`] indexes it): a `Vec` natively; in wasm32 chunks of 4,096 nodes
 /// (229 kB), which fill the holes of the page's heap instead of one block that goes on its top
 /// ([`crate::chunkvec`]).
@@ -200,6 +198,8 @@ pub type Nodes = Vec<Node>;
 #[cfg(target_arch = "wasm32")]
 pub type Nodes = crate::chunkvec::ChunkVec<Node, 12>;
 
+/// No node, no entry (ids and entry indexes stay below it: 2^32 - 1 of them would need far
+/// more than the 4 GiB a wasm32 page has).
 const NONE: u32 = u32::MAX;
 const HAS_MICRO: u8 = 1;
 const HAS_PRECISION: u8 = 2;

@@ -1107,15 +1107,9 @@ impl<'a> MappingSide<'a> {
         MappingSide { dump: d, made }
     }
 
-    /// The Bench side of a mapping: [`MappingSide::new`] without what the walk does not read
-    /// of it (its items' positions), so that a host holding it while the NPU side is parsed
-    /// holds no more than the walk needs.
-    pub fn new_bench(d: &'a RankDump) -> MappingSide<'a> {
-        MappingSide::new(d).without_pos()
-    }
-
-    /// The side without its items' positions (what the Bench side of the walk does not read).
-    fn without_pos(mut self) -> MappingSide<'a> {
+    /// The side without its items' positions: what the walk does not read of a Bench side (a
+    /// host holding a Bench side while the NPU side is parsed drops them early).
+    pub fn without_pos(mut self) -> MappingSide<'a> {
         if let Ok(m) = &mut self.made {
             m.pos = Vec::new();
         }
@@ -1162,7 +1156,11 @@ pub fn api_mapping_of_sides<'a>(
         || npu_side.unwrap_or_else(|| MappingSide::new(npu)),
         // The walk reads the Bench items by trie node, not by position: their positions go
         // before it allocates (the page's memory is its high-water mark).
-        || bench_side.map_or_else(|| MappingSide::new_bench(bench), MappingSide::without_pos),
+        || {
+            bench_side
+                .unwrap_or_else(|| MappingSide::new(bench))
+                .without_pos()
+        },
     );
     // NPU's failure first, as when the sides ran one after the other.
     let SideItems {

@@ -476,40 +476,38 @@ pub struct Prepared<'d> {
 
 impl<'d> Prepared<'d> {
     /// Builds `dump`'s graph and, when `layer_mapping` is given (a compare with `-lm`), its
-    /// part of the mapping as the NPU side of a pair; the two side by side through `join`.
+    /// part of the mapping; the two side by side through `join`.
     pub fn new(
         dump: &'d RankDump,
         layer_mapping: Option<&LayerMapping>,
         join: Option<crate::Join>,
     ) -> Prepared<'d> {
-        Prepared::make(dump, layer_mapping, join, MappingSide::new)
+        // An invalid mapping file makes no mapping: nothing to prepare for it.
+        let wanted = layer_mapping.is_some_and(|lm| lm.invalid.is_none());
+        let join = join.filter(|_| wanted);
+        let (graph, mapping) = crate::join2(
+            join,
+            || Graph::build(dump),
+            || wanted.then(|| MappingSide::new(dump)),
+        );
+        Prepared {
+            dump,
+            graph,
+            mapping,
+        }
     }
 
-    /// [`Prepared::new`] for the Bench side of a pair (its mapping part keeps only what the
-    /// matching walk reads of a Bench side: [`MappingSide::new_bench`]).
+    /// [`Prepared::new`] for the Bench side of a pair: its mapping part without what the
+    /// matching walk does not read of a Bench side ([`MappingSide::without_pos`]).
     pub fn new_bench(
         dump: &'d RankDump,
         layer_mapping: Option<&LayerMapping>,
         join: Option<crate::Join>,
     ) -> Prepared<'d> {
-        Prepared::make(dump, layer_mapping, join, MappingSide::new_bench)
-    }
-
-    fn make(
-        dump: &'d RankDump,
-        layer_mapping: Option<&LayerMapping>,
-        join: Option<crate::Join>,
-        side: fn(&'d RankDump) -> MappingSide<'d>,
-    ) -> Prepared<'d> {
-        // An invalid mapping file makes no mapping: nothing to prepare for it.
-        let wanted = layer_mapping.is_some_and(|lm| lm.invalid.is_none());
-        let join = join.filter(|_| wanted);
-        let (graph, mapping) =
-            crate::join2(join, || Graph::build(dump), || wanted.then(|| side(dump)));
+        let p = Prepared::new(dump, layer_mapping, join);
         Prepared {
-            dump,
-            graph,
-            mapping,
+            mapping: p.mapping.map(MappingSide::without_pos),
+            ..p
         }
     }
 

@@ -1513,7 +1513,8 @@ impl<O: Output> Writer<O> {
     }
 
     /// From now on runs of table leaves (up to 16 consecutive pages of 64 KiB; a run ends early
-    /// at an overflow chain, another table or the end) are kept for the caller to write ([`Writer::take_runs`]) instead of being written here: a host that shares the writer
+    /// at an overflow chain, another table or the end) are kept for the caller to write
+    /// ([`Writer::take_runs`]) instead of being written here: a host that shares the writer
     /// between threads under a lock writes them after it has let go of the lock (the export's
     /// writes then no longer wait for each other).
     pub fn hand_runs(&mut self) {
