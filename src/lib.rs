@@ -10,6 +10,7 @@
 
 pub mod chunkvec;
 pub mod compare;
+pub mod diagnose;
 pub mod dump;
 pub mod error;
 pub mod export;
