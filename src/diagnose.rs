@@ -271,7 +271,12 @@ fn tensor_of(item: &Item, store: &Store) -> Option<Tensor> {
         md5,
         key: 0,
     };
-    if [t.max, t.min, t.mean, t.norm].iter().all(|x| x.is_nan()) && md5 == 0 {
+    let stats = [k::MAX, k::MIN, k::MEAN, k::NORM];
+    if md5 == 0
+        && stats
+            .iter()
+            .all(|key| item.get(*key).is_none_or(Py::is_none))
+    {
         return None;
     }
     let mut key = hash_str(dtype) ^ n.rotate_left(17);
@@ -311,18 +316,13 @@ fn divergence(a: &Tensor, b: &Tensor) -> Option<f64> {
     if a.numel != b.numel || a.eps.is_some() != b.eps.is_some() {
         return None;
     }
-    let stats = |t: &Tensor| [t.max, t.min, t.mean, t.norm].iter().all(|x| x.is_nan());
-    if stats(a) || stats(b) {
-        // md5 only.
-        return (a.md5 != 0 && b.md5 != 0).then(
-            || {
-                if a.md5 == b.md5 {
-                    0.0
-                } else {
-                    EXACT_MISMATCH
-                }
-            },
-        );
+    let md5_only =
+        |t: &Tensor| t.md5 != 0 && [t.max, t.min, t.mean, t.norm].iter().all(|x| x.is_nan());
+    if md5_only(a) || md5_only(b) {
+        if a.md5 == 0 || b.md5 == 0 {
+            return None;
+        }
+        return Some(if a.md5 == b.md5 { 0.0 } else { EXACT_MISMATCH });
     }
     let Some(ea) = a.eps else {
         let same = rel(a.max, b.max, 1.0) == 0.0
