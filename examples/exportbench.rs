@@ -8,9 +8,9 @@
 //! must not change when only the speed of the export does (`--no-digest` skips it, e.g. to
 //! count instructions under callgrind).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-use probelens::dump::{FileNames, RankDump};
-use probelens::export::{export_graph, GraphExport, NodeRow, Sink, StackRow};
+use probelens::formats::dump::{FileNames, RankDump};
 use probelens::run::{run_pair, RunOptions};
+use probelens::visdb::export::{export_graph, GraphExport, NodeRow, Sink, StackRow};
 use std::hash::Hasher;
 
 /// The CLI's allocator, so that the many small strings of the rows cost what they cost there.

@@ -1,7 +1,7 @@
 //! Where the memory of a run goes, stage by stage (by hand; not part of the tests):
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 //! `cargo run --release --example memstat -- NPU_RANK_DIR BENCH_RANK_DIR MAPPING.yaml`.
-use probelens::dump::{FileNames, RankDump};
+use probelens::formats::dump::{FileNames, RankDump};
 use probelens::run::{run_pair, RunOptions};
 
 fn rss() -> String {
@@ -27,7 +27,7 @@ fn load(dir: &str) -> RankDump {
         "{dir}: parse {:.2?}; input {:.1} MB; store vals {:.1} text {:.1} MB; {} entries, {} construct",
         t.elapsed(),
         mb(d.len() + c.len() + s.len()),
-        mb(st.vals.capacity() * std::mem::size_of::<probelens::json::Packed>()),
+        mb(st.vals.capacity() * std::mem::size_of::<probelens::formats::json::Packed>()),
         mb(st.text.capacity()),
         r.entries.len(),
         r.construct.len()

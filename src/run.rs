@@ -4,13 +4,13 @@
 //! Files are reached through the [`Files`] trait, so the core stays free of IO: the CLI
 //! implements it over the file system, the page over the files the user dropped.
 
+use crate::base::error::{Diagnostic, Error, Result};
 use crate::compare::{
     compare_mapped, compare_mode, layer_mapping_of_sides, CompareOptions, Comparison, Sides,
 };
-use crate::dump::{FileNames, RankDump, RankParser};
-use crate::error::{Diagnostic, Error, Result};
+use crate::formats::dump::{FileNames, RankDump, RankParser};
+use crate::graph::items::Mode;
 use crate::graph::Graph;
-use crate::items::Mode;
 use crate::mapping::{LayerMapping, MappingSide};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -384,7 +384,7 @@ pub struct RunOptions {
     /// Beyond msprobe, default off: see [`CompareOptions::layout_aware`].
     pub layout_aware: bool,
     /// The host's way to run independent work side by side (the CLI: two threads).
-    pub join: Option<crate::Join>,
+    pub join: Option<crate::base::Join>,
     /// See [`CompareOptions::defer_verdicts`]: for a host that reads each node's rows once
     /// through [`crate::compare::Comparison::judge_with_io`] (the CLI writing a `.vis.db`).
     /// Not for a parallel merge (its compare keeps its rows).
@@ -480,12 +480,12 @@ impl<'d> Prepared<'d> {
     pub fn new(
         dump: &'d RankDump,
         layer_mapping: Option<&LayerMapping>,
-        join: Option<crate::Join>,
+        join: Option<crate::base::Join>,
     ) -> Prepared<'d> {
         // An invalid mapping file makes no mapping: nothing to prepare for it.
         let wanted = layer_mapping.is_some_and(|lm| lm.invalid.is_none());
         let join = join.filter(|_| wanted);
-        let (graph, mapping) = crate::join2(
+        let (graph, mapping) = crate::base::join2(
             join,
             || Graph::build(dump),
             || wanted.then(|| MappingSide::new(dump)),
@@ -502,7 +502,7 @@ impl<'d> Prepared<'d> {
     pub fn new_bench(
         dump: &'d RankDump,
         layer_mapping: Option<&LayerMapping>,
-        join: Option<crate::Join>,
+        join: Option<crate::base::Join>,
     ) -> Prepared<'d> {
         let p = Prepared::new(dump, layer_mapping, join);
         Prepared {
@@ -616,7 +616,7 @@ fn run_pair_impl(
     let join = opts
         .join
         .filter(|_| npu_graph.is_none() && bench_graph.is_none());
-    let (gn, gb) = crate::join2(
+    let (gn, gb) = crate::base::join2(
         join,
         || npu_graph.unwrap_or_else(|| Graph::build(&npu)),
         || bench_graph.unwrap_or_else(|| Graph::build(&bench)),
@@ -695,15 +695,15 @@ pub fn compare_pair_tensors(res: &mut PairResult, tensors: Option<&TensorFiles>)
     if cmp.real_data.is_empty() {
         return;
     }
-    let n = tensors.map(|t| crate::realdata::TensorSide {
+    let n = tensors.map(|t| crate::compare::realdata::TensorSide {
         files: t.npu,
         rank_dir: t.npu_dir,
     });
-    let b = tensors.map(|t| crate::realdata::TensorSide {
+    let b = tensors.map(|t| crate::compare::realdata::TensorSide {
         files: t.bench,
         rank_dir: t.bench_dir,
     });
-    let mut diags = crate::realdata::compare_tensors(
+    let mut diags = crate::compare::realdata::compare_tensors(
         cmp,
         &mut res.npu.graph,
         &res.npu.dump,

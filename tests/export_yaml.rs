@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use probelens::mapping::export::export_mapping;
 use probelens::mapping::LayerMapping;
-use probelens::mapping_export::export_mapping;
 use probelens::run::{self, PairResult, RunOptions};
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -64,7 +64,12 @@ fn reference_pairs(variant: &str, step: i64, modules_only: bool) -> Vec<(String,
         .collect()
 }
 
-fn load(step: usize) -> (probelens::dump::RankDump, probelens::dump::RankDump) {
+fn load(
+    step: usize,
+) -> (
+    probelens::formats::dump::RankDump,
+    probelens::formats::dump::RankDump,
+) {
     let (n, b) = (Dir(case().join("npu")), Dir(case().join("bench")));
     let plan = run::plan(&n, Some(&b)).unwrap();
     let p = &plan.pairs[step];
@@ -254,7 +259,10 @@ fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
             .collect()
     };
     let before = partners(&res);
-    probelens::suggest::accept_all(&mut res, probelens::suggest::DEFAULT_MIN_SCORE);
+    probelens::compare::suggest::accept_all(
+        &mut res,
+        probelens::compare::suggest::DEFAULT_MIN_SCORE,
+    );
     let after = partners(&res);
     let ids = res.npu.graph.pre_order();
     let gb = &res.bench.as_ref().unwrap().graph;

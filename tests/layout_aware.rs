@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use probelens::base::error::Result;
 use probelens::compare::manual_match;
-use probelens::dump::RankDump;
-use probelens::error::Result;
+use probelens::formats::dump::RankDump;
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, Files, PairResult, RunOptions};
 use std::borrow::Cow;
@@ -49,7 +49,7 @@ fn load(edit: impl Fn(String) -> String) -> (RankDump, RankDump) {
     let dir = case().join("npu").join(&p.npu_dir);
     let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
     let dump = edit(String::from_utf8(read("dump.json")).unwrap());
-    let names = probelens::dump::FileNames::in_dir(&p.npu_dir);
+    let names = probelens::formats::dump::FileNames::in_dir(&p.npu_dir);
     let nd = RankDump::parse(
         names,
         dump.as_bytes(),

@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use probelens::compare::{manual_match, unmatch};
-use probelens::export::{export_graph, GraphExport, NodeRow, StackRow};
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, PairResult, RunOptions};
+use probelens::visdb::export::{export_graph, GraphExport, NodeRow, StackRow};
 use std::path::Path;
 
 mod common;

@@ -5,11 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use probelens::base::error::{Error, Result};
 use probelens::compare::{ItemResult, Sides};
-use probelens::error::{Error, Result};
-use probelens::export::{self, GraphExport, NodeRow, StackRow};
-use probelens::items::Py;
+use probelens::graph::items::Py;
 use probelens::run::{self, Files, RunOptions};
+use probelens::visdb::export::{self, GraphExport, NodeRow, StackRow};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -130,7 +130,7 @@ fn run_all_with(
 }
 
 /// A compare column that must be zero for identical inputs: a number, or a text such as "0.0%".
-fn is_zero_or_na(store: &probelens::json::Store, v: &Py) -> bool {
+fn is_zero_or_na(store: &probelens::formats::json::Store, v: &Py) -> bool {
     if let Some(n) = v.num(store) {
         return n.as_f64() == 0.0 || n.as_f64().is_nan();
     }
@@ -478,7 +478,7 @@ fn prepared_sides_do_not_change_results() {
 /// once.
 #[test]
 fn paired_rows_are_the_graphs_rows() {
-    use probelens::export::{DistNode, GraphRows, PairRows};
+    use probelens::visdb::export::{DistNode, GraphRows, PairRows};
     let mut with_partner = 0;
     let runs = each_fixture_matching(|case, nf, bf, mut opts| {
         opts.defer_verdicts = true;
@@ -575,7 +575,7 @@ fn paired_rows_are_the_graphs_rows() {
 /// stacks and distributed nodes are those of `export_graph`.
 #[test]
 fn build_rows_through_pair_rows_are_the_graphs_rows() {
-    use probelens::export::{GraphRows, PairRows};
+    use probelens::visdb::export::{GraphRows, PairRows};
     let mut built = 0;
     let runs = each_fixture_matching(|case, nf, _bf, opts| {
         // A build ignores the matching options: once per fixture.
@@ -641,7 +641,7 @@ fn build_rows_through_pair_rows_are_the_graphs_rows() {
 /// (`defer_verdicts`, the CLI writing a `.vis.db`): once, with the same text, and only there.
 #[test]
 fn deferred_warnings_are_the_compares() {
-    use probelens::export::{GraphRows, PairRows};
+    use probelens::visdb::export::{GraphRows, PairRows};
     const TENSOR: &str = r#"{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5, "Norm": 1.0, "requires_grad": false}"#;
     let dump = format!(
         r#"{{"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": null, "data": {{

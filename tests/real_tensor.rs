@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use probelens::compare::{manual_match, unmatch};
-use probelens::export::{export_graph, GraphExport, NodeRow, StackRow};
 use probelens::run::{self, PairResult, RunOptions, TensorFiles};
+use probelens::visdb::export::{export_graph, GraphExport, NodeRow, StackRow};
 use std::path::Path;
 
 mod common;

@@ -5,8 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use probelens::mapping::export::export_mapping;
 use probelens::mapping::LayerMapping;
-use probelens::mapping_export::export_mapping;
 use probelens::run::{self, PairResult, RunOptions};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;

@@ -10,7 +10,7 @@
 mod bodies;
 
 use bodies::{parse_chunked as chunked, summary};
-use probelens::dump::{FileNames, RankDump};
+use probelens::formats::dump::{FileNames, RankDump};
 use std::path::{Path, PathBuf};
 
 fn dumps(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -166,7 +166,8 @@ fn chunked_construct_edge_cases() {
     }
     // The well-formed ones are read in chunks to the end, the others are handed back.
     let streamed = |c: &str, n: usize| {
-        let mut p = probelens::dump::RankParser::new(FileNames::in_dir("r"), 0, 0).unwrap();
+        let mut p =
+            probelens::formats::dump::RankParser::new(FileNames::in_dir("r"), 0, 0).unwrap();
         for part in c.as_bytes().chunks(n) {
             if !p.construct_chunk(part) {
                 break;

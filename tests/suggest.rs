@@ -5,9 +5,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use probelens::mapping_export::export_mapping;
+use probelens::compare::suggest::{accept_all, suggest, DEFAULT_MIN_SCORE};
+use probelens::mapping::export::export_mapping;
 use probelens::run::{self, PairResult, RunOptions};
-use probelens::suggest::{accept_all, suggest, DEFAULT_MIN_SCORE};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -6,10 +6,10 @@
 //! entry (msprobe's `-oc`) is decided here, while the entry is at hand, so later stages need not
 //! walk the raw data again.
 
-use crate::error::{Diagnostic, Error, ErrorKind, Place, Result};
-use crate::json::{line_col, KeyId, LineBase, Reader, Store, SyntaxError, Val};
-use crate::names::{NameId, NameMap, Names};
-use crate::pyfmt::py_str;
+use crate::base::error::{Diagnostic, Error, ErrorKind, Place, Result};
+use crate::base::names::{NameId, NameMap, Names};
+use crate::formats::json::{line_col, KeyId, LineBase, Reader, Store, SyntaxError, Val};
+use crate::formats::pyfmt::py_str;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -58,7 +58,7 @@ pub struct Entry {
     pub name: NameId,
     /// The entry's value (normally an object) in [`RankDump::store`]: read it with
     /// `store.val(e.value)` (8 bytes instead of a 16-byte [`Val`]: an entry is 16 bytes).
-    pub value: crate::json::Word,
+    pub value: crate::formats::json::Word,
     /// Overflow scene after msprobe's ignore rules.
     pub overflow: Option<OverflowLevel>,
 }
@@ -165,7 +165,7 @@ fn type_name(v: Val) -> &'static str {
 /// `data["name"]` as a JSON path.
 pub fn entry_path(name: &str) -> String {
     let mut s = String::from("data[");
-    crate::pyfmt::json_str(name, &mut s);
+    crate::formats::pyfmt::json_str(name, &mut s);
     s.push(']');
     s
 }
@@ -621,7 +621,7 @@ impl RankParser {
             ));
         }
         let mut rd = RankDump::empty(names);
-        crate::items::intern_known_keys(&mut rd.store);
+        crate::graph::items::intern_known_keys(&mut rd.store);
         Ok(RankParser {
             rd,
             construct_err: None,
@@ -1119,7 +1119,7 @@ impl RankDump {
             Ok(x) => x,
             Err(se) => return syn(se),
         };
-        let overflow = crate::overflow::entry_scene(&self.store, name, value);
+        let overflow = crate::formats::overflow::entry_scene(&self.store, name, value);
         let outcome = self.validate_entry(name, value, src, at);
         let Some(id) = Arc::make_mut(&mut self.node_names).intern(name) else {
             return Err(names_full(f));
@@ -1272,7 +1272,7 @@ impl RankDump {
         } = c;
         let path = |names: &Names, id: NameId| {
             let mut p = String::from("$[");
-            crate::pyfmt::json_str(names.str(id), &mut p);
+            crate::formats::pyfmt::json_str(names.str(id), &mut p);
             p.push(']');
             p
         };
@@ -1366,7 +1366,7 @@ impl RankDump {
         let new_format = self
             .stack_raw
             .get("0")
-            .is_some_and(|v| crate::items::truthy(&self.store, v));
+            .is_some_and(|v| crate::graph::items::truthy(&self.store, v));
         if !new_format {
             self.stack_by_name = self.stack_raw.clone();
             return Ok(());
@@ -1501,7 +1501,7 @@ impl RankDump {
                     None,
                 ));
             }
-            if !crate::items::truthy(store, v) {
+            if !crate::graph::items::truthy(store, v) {
                 continue;
             }
             match v {
@@ -1714,7 +1714,7 @@ const IO_KEYS: [&str; 5] = [
     "parameters",
 ];
 
-use crate::items::k;
+use crate::graph::items::k;
 
 /// One step of a JSON path inside an entry.
 #[derive(Debug, Clone, Copy)]
@@ -1762,7 +1762,7 @@ fn seg_path(store: &Store, name: &str, segs: &[Seg]) -> String {
                     p.push_str(key);
                 } else {
                     p.push('[');
-                    crate::pyfmt::json_str(key, &mut p);
+                    crate::formats::pyfmt::json_str(key, &mut p);
                     p.push(']');
                 }
             }

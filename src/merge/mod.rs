@@ -14,13 +14,13 @@
 //! to its arena, their items (and stacks) copied into the main rank's store; merged statistics
 //! are kept in [`Graph::io_override`], the lines in [`Graph::merge_info`].
 
+use crate::base::error::{Error, Result};
 use crate::compare::{compare, compare_mode, CompareOptions};
-use crate::dump::RankDump;
-use crate::error::{Error, Result};
+use crate::formats::dump::RankDump;
+use crate::formats::json::{Store, Val};
+use crate::formats::pyfmt::float_repr;
+use crate::graph::items::{k, Item, ItemMap, Mode, Num, Py};
 use crate::graph::{Graph, Node, NodeId, NodeOp, Stack, ROOT};
-use crate::items::{k, Item, ItemMap, Mode, Num, Py};
-use crate::json::{Store, Val};
-use crate::pyfmt::float_repr;
 use crate::run::{Files, PairResult, RunOptions, Side};
 
 /// One side's parallel parameters (`ParallelParam`).
@@ -244,10 +244,10 @@ pub struct RankGraph {
     pub graph: Graph,
     pub micro_steps: i64,
     /// Nodes taken over from another rank -> that rank (msprobe's `node.rank`; others: `rank`).
-    pub origin: crate::HashMap<NodeId, i64>,
+    pub origin: crate::base::HashMap<NodeId, i64>,
     /// `node_map` insertion order of nodes (re)inserted by a merge (others: their id, i.e. the
     /// builder's order); a renamed node moves to the end, as in a Python dict.
-    pub map_seq: crate::HashMap<NodeId, u64>,
+    pub map_seq: crate::base::HashMap<NodeId, u64>,
     next_seq: u64,
     /// VPP: (chunk-0 node, last-chunk node, outputs?) whose items are the same Python objects in
     /// msprobe, so the node exported second sees them already formatted ([`settle_shared`]).
@@ -841,7 +841,7 @@ fn copy_item(src: &Store, it: &Item, dst: &mut Store) -> Item {
     }
 }
 
-const STATS: [(&str, crate::json::KeyId); 4] = [
+const STATS: [(&str, crate::formats::json::KeyId); 4] = [
     ("Max", k::MAX),
     ("Min", k::MIN),
     ("Mean", k::MEAN),
@@ -948,9 +948,9 @@ struct Tp<'a> {
     /// PP: main nodes judged split (`is_pp_merged`).
     pp_merged: std::collections::HashSet<NodeId>,
     /// PP: `pp_index` of re-ordered nodes.
-    pp_index: crate::HashMap<NodeId, i64>,
+    pp_index: crate::base::HashMap<NodeId, i64>,
     /// PP: per other rank, its nodes moved into the main graph -> their copy.
-    moved: Vec<crate::HashMap<NodeId, NodeId>>,
+    moved: Vec<crate::base::HashMap<NodeId, NodeId>>,
     /// TP after PP: `tp_merge_mapping` (first rank of a TP group -> the other ranks).
     mapping: Vec<(i64, Vec<i64>)>,
 }
@@ -1669,7 +1669,7 @@ impl Tp<'_> {
         let mut unique = Vec::new();
         for (i, list) in lists.iter().enumerate() {
             // A dict keeps the last node of a repeated id, at the first one's place.
-            let mut last: crate::HashMap<&str, NodeId> = Default::default();
+            let mut last: crate::base::HashMap<&str, NodeId> = Default::default();
             for (_, c, n) in list {
                 last.insert(n.as_str(), *c);
             }
@@ -2231,7 +2231,7 @@ impl J {
                     out.push_str(&float_repr(*f));
                 }
             }
-            J::Str(t) => crate::pyfmt::json_str(t, out),
+            J::Str(t) => crate::formats::pyfmt::json_str(t, out),
             J::List(l) => {
                 if l.is_empty() {
                     out.push_str("[]");
@@ -2259,7 +2259,7 @@ impl J {
                         out.push(',');
                     }
                     pad(level + 1, out);
-                    crate::pyfmt::json_str(k2, out);
+                    crate::formats::pyfmt::json_str(k2, out);
                     out.push_str(": ");
                     x.write(level + 1, out);
                 }
@@ -2371,7 +2371,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             .collect(),
     );
     // dump.json
-    let mut lookup: crate::HashMap<(String, String), Item> = Default::default();
+    let mut lookup: crate::base::HashMap<(String, String), Item> = Default::default();
     let mut ids: Vec<NodeId> = graph.index.ids().collect();
     ids.sort_unstable();
     for id in ids {

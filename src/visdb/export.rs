@@ -4,12 +4,12 @@
 //! The core never touches the SQLite library: `visdb` turns these rows into the values that
 //! `sqlite_writer` packs into the file the CLI writes.
 
+use crate::base::error::Diagnostic;
 use crate::compare::{Comparison, Sides};
-use crate::dump::RankDump;
-use crate::error::Diagnostic;
+use crate::formats::dump::RankDump;
+use crate::formats::pyfmt::{json_dumps, json_str, json_str_iter_into, json_str_list};
+use crate::graph::items::{ItemMap, ItemWriter, Mode, NodeFormat};
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
-use crate::items::{ItemMap, ItemWriter, Mode, NodeFormat};
-use crate::pyfmt::{json_dumps, json_str, json_str_iter_into, json_str_list};
 use crate::run::PairResult;
 use std::collections::HashMap;
 
@@ -157,13 +157,13 @@ pub fn stack_lines(d: &RankDump, s: Stack) -> Vec<String> {
         Stack::Empty => Vec::new(),
         Stack::NoForward => vec![NO_FORWARD_STACK.to_string()],
         Stack::Val(v) => match v {
-            crate::json::Val::List { .. } => d
+            crate::formats::json::Val::List { .. } => d
                 .store
                 .list(v)
                 .iter()
-                .map(|x| crate::pyfmt::py_str(&d.store, x))
+                .map(|x| crate::formats::pyfmt::py_str(&d.store, x))
                 .collect(),
-            other => vec![crate::pyfmt::py_str(&d.store, other)],
+            other => vec![crate::formats::pyfmt::py_str(&d.store, other)],
         },
     }
 }
@@ -231,7 +231,7 @@ pub fn precision_text(p: f64) -> String {
     if p.fract() == 0.0 {
         format!("{}", p as i64)
     } else {
-        crate::pyfmt::float_repr(p)
+        crate::formats::pyfmt::float_repr(p)
     }
 }
 
@@ -360,10 +360,10 @@ impl<'a> GraphRows<'a> {
         let g = x.graph;
         let order = g.post_order();
         let mut stacks: Vec<String> = Vec::new();
-        let mut by_text: crate::HashMap<String, u32> = crate::HashMap::default();
+        let mut by_text: crate::base::HashMap<String, u32> = crate::base::HashMap::default();
         // Many nodes share one stack value (stack.json groups them): format and look up each
         // value once, then map the value straight to its id.
-        let mut by_key: crate::HashMap<(u8, u32, u32), u32> = crate::HashMap::default();
+        let mut by_key: crate::base::HashMap<(u8, u32, u32), u32> = crate::base::HashMap::default();
         let stack_of = order
             .iter()
             .map(|&id| {
@@ -1090,8 +1090,13 @@ mod tests {
             "Torch.add.0.forward": "Module.a.b.B.forward.0", "Torch.mul.1.forward": "Module.a.b.B.forward.0",
             "Module.q\"uote.C.forward.0": "Module.a.A.forward.0"}"#;
         let dump = br#"{"task": "statistics", "level": "mix", "dump_data_dir": null, "data": {}}"#;
-        let d =
-            RankDump::parse(crate::dump::FileNames::in_dir(""), dump, construct, b"{}").unwrap();
+        let d = RankDump::parse(
+            crate::formats::dump::FileNames::in_dir(""),
+            dump,
+            construct,
+            b"{}",
+        )
+        .unwrap();
         let mut g = Graph::build(&d).unwrap();
         let check = |g: &Graph| {
             // One writer through ids in order, backwards and shuffled (its kept parent path

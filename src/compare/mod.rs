@@ -7,13 +7,16 @@
 //! again when they are written or shown (as items are derived from the dump); real-tensor metrics
 //! and the rows of a parallel merge, whose graphs change after the compare, are stored.
 
-use crate::dump::RankDump;
-use crate::error::{Diagnostic, Error, Result};
+pub mod realdata;
+pub mod suggest;
+
+use crate::base::error::{Diagnostic, Error, Result};
+use crate::base::HashMap;
+use crate::formats::dump::RankDump;
+use crate::formats::json::{KeyId, Store};
+use crate::graph::items::{k, Item, ItemMap, Mode, Num, Py, State};
 use crate::graph::{Graph, NodeId, NodeOp, Precision, ROOT};
-use crate::items::{k, Item, ItemMap, Mode, Num, Py, State};
-use crate::json::{KeyId, Store};
 use crate::mapping::{api_mapping, api_mapping_of_sides, ApiMapping, LayerMapping, MappingSide};
-use crate::HashMap;
 use std::collections::VecDeque;
 
 /// Options of one compare.
@@ -30,8 +33,8 @@ pub struct CompareOptions {
     /// Parallel-merge compare (`--rank_size`): msprobe's `STATISTICS_CHECKERS_PARALLEL_MERGE` (no
     /// shape check) and `_rank<N>` stripped from API names for the ignore rules.
     pub parallel_merge: bool,
-    /// The host's way to run independent work side by side (see [`crate::Join`]).
-    pub join: Option<crate::Join>,
+    /// The host's way to run independent work side by side (see [`crate::base::Join`]).
+    pub join: Option<crate::base::Join>,
     /// Keep no rows: [`Comparison::results_of`] derives a node's rows again from its pair when
     /// asked (the rows of a large pair are tens of MB). Only for graphs whose items do not
     /// change after the compare (not a parallel merge's, see `merge::settle_shared`).
@@ -130,7 +133,7 @@ pub enum Cell {
     /// A relative error: `repr(x)` and '%'.
     Pct(f64),
     S(Box<String>),
-    V(Box<crate::json::Val>),
+    V(Box<crate::formats::json::Val>),
 }
 
 /// The literal texts compare writes into columns (a [`Cell::Lit`] points into this table).
@@ -169,7 +172,7 @@ impl Cell {
                 let pct = s.strip_suffix('%').and_then(|t| {
                     t.parse::<f64>()
                         .ok()
-                        .filter(|f| crate::pyfmt::float_repr(*f) == t)
+                        .filter(|f| crate::formats::pyfmt::float_repr(*f) == t)
                 });
                 match pct {
                     Some(f) => Cell::Pct(f),
@@ -188,7 +191,7 @@ impl Cell {
             Cell::Lit(s) => Py::Lit(s),
             Cell::Pct(f) => {
                 let mut t = String::with_capacity(24);
-                crate::pyfmt::pct_into(*f, &mut t);
+                crate::formats::pyfmt::pct_into(*f, &mut t);
                 Py::S(t)
             }
             Cell::S(s) => Py::S(String::clone(s)),
@@ -770,7 +773,7 @@ impl Ctx<'_> {
 
     /// Compares the pending pairs (in two halves through `join`) and applies the outcomes in
     /// the order the pairs were linked.
-    fn flush(&mut self, join: Option<crate::Join>) {
+    fn flush(&mut self, join: Option<crate::base::Join>) {
         let Some(pending) = self.pending.take() else {
             return;
         };
@@ -806,7 +809,7 @@ impl Ctx<'_> {
                 .collect()
         };
         let (a, z) = pending.split_at(pending.len() / 2);
-        let (oa, oz) = crate::join2(join, || run(a), || run(z));
+        let (oa, oz) = crate::base::join2(join, || run(a), || run(z));
         for (&(n, b), o) in pending.iter().zip(oa.into_iter().chain(oz)) {
             self.apply(n, b, o);
         }
@@ -1035,7 +1038,7 @@ pub(crate) struct Row {
 
 impl Row {
     pub(crate) fn is_output(&self) -> bool {
-        crate::has(&self.n_name, ".output.")
+        crate::base::has(&self.n_name, ".output.")
     }
     /// The compare columns of the row (consumes it: the cells move, nothing is copied).
     fn into_columns(self, mode: Mode) -> ItemResult {
@@ -1077,7 +1080,7 @@ pub(crate) fn err_message(msgs: &[&'static str]) -> &'static &'static str {
     if let Some(s) = m.get(msgs) {
         return s;
     }
-    let text: &'static str = Box::leak(crate::pyfmt::json_str_list(msgs).into_boxed_str());
+    let text: &'static str = Box::leak(crate::formats::pyfmt::json_str_list(msgs).into_boxed_str());
     let s: &'static &'static str = Box::leak(Box::new(text));
     m.insert(msgs.to_vec(), s);
     s
@@ -1147,7 +1150,7 @@ fn is_num(p: &Py, store: &Store) -> Option<Num> {
 /// `process_summary_data`: NaN floats become the string 'Nan'.
 fn process(p: &Py) -> Py {
     match p {
-        Py::F(f) | Py::V(crate::json::Val::Float(f)) if f.is_nan() => Py::Lit("Nan"),
+        Py::F(f) | Py::V(crate::formats::json::Val::Float(f)) if f.is_nan() => Py::Lit("Nan"),
         other => other.clone(),
     }
 }
@@ -1155,10 +1158,10 @@ fn process(p: &Py) -> Py {
 /// `str(x) in ('inf', '-inf', 'nan')`, without formatting every number.
 fn is_tab_value(p: &Py, store: &Store) -> bool {
     match p {
-        Py::F(f) | Py::V(crate::json::Val::Float(f)) => !f.is_finite(),
+        Py::F(f) | Py::V(crate::formats::json::Val::Float(f)) => !f.is_finite(),
         Py::S(s) => s == "inf" || s == "-inf" || s == "nan",
         Py::Lit(s) => *s == "inf" || *s == "-inf" || *s == "nan",
-        Py::V(crate::json::Val::Str(r)) => matches!(store.str(*r), "inf" | "-inf" | "nan"),
+        Py::V(crate::formats::json::Val::Str(r)) => matches!(store.str(*r), "inf" | "-inf" | "nan"),
         _ => false,
     }
 }
@@ -1294,11 +1297,11 @@ pub(crate) fn rows_for(
 /// The dimensions of a shape value (a list of ints, or the text `[]` of a scalar).
 fn shape_dims(p: &Py, store: &Store) -> Option<Vec<i64>> {
     match p {
-        Py::V(v @ crate::json::Val::List { .. }) => store
+        Py::V(v @ crate::formats::json::Val::List { .. }) => store
             .list(*v)
             .iter()
             .map(|d| match d {
-                crate::json::Val::Int(i) => Some(i),
+                crate::formats::json::Val::Int(i) => Some(i),
                 _ => None,
             })
             .collect(),
@@ -1328,7 +1331,7 @@ pub(crate) fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
         };
     }
     let boolv = |p: &Py| match p {
-        Py::B(v) | Py::V(crate::json::Val::Bool(v)) => Some(*v),
+        Py::B(v) | Py::V(crate::formats::json::Val::Bool(v)) => Some(*v),
         _ => None,
     };
     match (boolv(a), boolv(b)) {
@@ -1358,8 +1361,13 @@ pub(crate) fn py_eq_cross(a: &Py, sa: &Store, b: &Py, sb: &Store) -> bool {
 /// repr has a '.', an 'e', "inf" or "nan", a str's its quotes), so equal reprs are equal
 /// ints, texts, booleans, floats of the same bits (any NaN is "nan"), and lists of the same
 /// length whose items have equal reprs. Dicts are compared by their written reprs.
-fn same_repr(sa: &Store, a: crate::json::Val, sb: &Store, b: crate::json::Val) -> bool {
-    use crate::json::Val;
+fn same_repr(
+    sa: &Store,
+    a: crate::formats::json::Val,
+    sb: &Store,
+    b: crate::formats::json::Val,
+) -> bool {
+    use crate::formats::json::Val;
     match (a, b) {
         (Val::Null, Val::Null) => true,
         (Val::Bool(x), Val::Bool(y)) => x == y,
@@ -1372,8 +1380,8 @@ fn same_repr(sa: &Store, a: crate::json::Val, sb: &Store, b: crate::json::Val) -
         }
         (Val::Obj { .. }, Val::Obj { .. }) => {
             let (mut x, mut y) = (String::new(), String::new());
-            crate::pyfmt::py_repr(sa, a, &mut x);
-            crate::pyfmt::py_repr(sb, b, &mut y);
+            crate::formats::pyfmt::py_repr(sa, a, &mut x);
+            crate::formats::pyfmt::py_repr(sb, b, &mut y);
             x == y
         }
         _ => false,
@@ -1461,7 +1469,7 @@ pub fn parse_py_float(s: &str) -> Option<f64> {
 
 pub(crate) fn is_inf_or_nan(p: &Py, store: &Store) -> bool {
     match p {
-        Py::F(f) | Py::V(crate::json::Val::Float(f)) => f.is_nan() || f.is_infinite(),
+        Py::F(f) | Py::V(crate::formats::json::Val::Float(f)) => f.is_nan() || f.is_infinite(),
         _ => match p.as_str(store) {
             Some(s) => {
                 let t = s.trim().to_lowercase();
@@ -1671,7 +1679,7 @@ impl ApiRows {
             if !bench_named(r) || r.n_name == "N/A" {
                 continue;
             }
-            if crate::has(&r.b_name, "qkv") || crate::has(&r.b_name, "gate_up") {
+            if crate::base::has(&r.b_name, "qkv") || crate::base::has(&r.b_name, "gate_up") {
                 continue;
             }
             if !r.n_dtype.truthy(sn) || !r.b_dtype.py.truthy(sb) {
@@ -1798,14 +1806,14 @@ mod tests {
             ["a"], ["a"], ["a, b"], ["a", "b"], ["it's"], [12345678901234567890], [12345678901234567890],
             [12345678901234567891], [{"a": 1}], [{"a": 1}], [{"a": 1.0}], [{"b": 1, "a": 2}],
             [{"a": 2, "b": 1}], {"x": [1]}, {"x": [1]}, 7, 7.5, "s"]"#;
-        let (st, root) = crate::json::parse(text).unwrap();
-        let vals: Vec<crate::json::Val> = st.list(root).to_vec();
-        let repr = |v: crate::json::Val| {
+        let (st, root) = crate::formats::json::parse(text).unwrap();
+        let vals: Vec<crate::formats::json::Val> = st.list(root).to_vec();
+        let repr = |v: crate::formats::json::Val| {
             let mut t = String::new();
-            crate::pyfmt::py_repr(&st, v, &mut t);
+            crate::formats::pyfmt::py_repr(&st, v, &mut t);
             t
         };
-        let kind = |v: &crate::json::Val| std::mem::discriminant(v);
+        let kind = |v: &crate::formats::json::Val| std::mem::discriminant(v);
         let mut equal_pairs = 0;
         for a in &vals {
             for b in &vals {
@@ -1847,7 +1855,7 @@ mod tests {
             0.1 + 0.2,
             1e22,
         ] {
-            texts.push(format!("{}%", crate::pyfmt::float_repr(x)));
+            texts.push(format!("{}%", crate::formats::pyfmt::float_repr(x)));
         }
         for t in texts {
             assert_eq!(

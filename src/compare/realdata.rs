@@ -22,17 +22,17 @@
 //! * results pass through `float('{:.12f}'.format(x))`; Cosine is then rounded to 6 places if
 //!   above 0.9999; EucDist is not rounded.
 
+use crate::base::error::Diagnostic;
 use crate::compare::{
     raise, rows_for, set_result, str2float, ApiRows, Comparison, Ignore, ItemResult, Level, Row,
     IGNORE_PRECISION,
 };
-use crate::dump::RankDump;
-use crate::error::Diagnostic;
+use crate::formats::dump::RankDump;
+use crate::formats::json::Store;
+use crate::formats::tensor::{f16_to_f32, f32_to_f16, read_tensor, DType, Data, Tensor};
+use crate::graph::items::{k, Item, ItemMap, Mode, Py};
 use crate::graph::{Graph, Precision};
-use crate::items::{k, Item, ItemMap, Mode, Py};
-use crate::json::Store;
 use crate::run::{join, Files};
-use crate::tensor::{f16_to_f32, f32_to_f16, read_tensor, DType, Data, Tensor};
 
 const MSG_ONE_THOUSANDTH: &str =
     "error: The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6.";
@@ -45,7 +45,7 @@ const N_A: &str = "N/A";
 const NAN: &str = "Nan";
 
 /// The six metric columns, in msprobe's order.
-pub const METRIC_KEYS: [crate::json::KeyId; 6] = [
+pub const METRIC_KEYS: [crate::formats::json::KeyId; 6] = [
     k::COSINE,
     k::EUC_DIST,
     k::MAX_ABS_ERR,
@@ -55,7 +55,7 @@ pub const METRIC_KEYS: [crate::json::KeyId; 6] = [
 ];
 
 /// The columns of a real-tensor compare: the metrics, then the verdict columns.
-const REAL_COLUMNS: [crate::json::KeyId; 9] = [
+const REAL_COLUMNS: [crate::formats::json::KeyId; 9] = [
     METRIC_KEYS[0],
     METRIC_KEYS[1],
     METRIC_KEYS[2],

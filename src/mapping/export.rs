@@ -1,7 +1,7 @@
 //! Exporting manual pairs as layer-mapping rules.
 //!
 //! Given the current layer-mapping yaml and (NPU name, Bench name) node pairs (matched by hand or
-//! accepted from [`crate::suggest`]), [`export_mapping`] finds a small set of rules that makes
+//! accepted from [`crate::compare::suggest`]), [`export_mapping`] finds a small set of rules that makes
 //! msprobe's layer-mapping algorithm (`convert_scope`, [`crate::mapping`]) produce those pairs,
 //! and appends them to the yaml text, keeping its comments and content.
 //!
@@ -28,8 +28,8 @@
 //! scope (the n-th call is matched with the n-th), a construct.json-only node whose Bench
 //! partner has another name, pairs of different kinds or directions.
 
-use crate::dump::RankDump;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::formats::dump::RankDump;
 use crate::graph::Graph;
 use crate::mapping::{api_mapping, is_scoped_key, LayerMapping, ScopeTree};
 

@@ -2,7 +2,7 @@
 //! `json.dumps` string quoting with `ensure_ascii=True`. msprobe stringifies every cell it
 //! writes with these, so fidelity depends on them.
 
-use crate::json::{Store, Val};
+use crate::formats::json::{Store, Val};
 use std::fmt::Write;
 
 /// `repr(x)` / `str(x)` of a Python float.
@@ -627,7 +627,7 @@ mod tests {
         // `repr` on the fixtures and the list above) over random bit patterns, short decimals,
         // exact binary fractions (where ties between two shortest strings happen), powers of
         // two and ten, subnormals and the ends of the range.
-        let mut next = crate::test_rng(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = crate::base::test_rng(0x9E37_79B9_7F4A_7C15u64);
         let mut xs: Vec<f64> = vec![
             f64::MIN_POSITIVE,
             f64::MAX,
@@ -752,7 +752,7 @@ mod tests {
     /// repeated values of every kind.
     #[test]
     fn repr_cache_is_repr() {
-        let mut next = crate::test_rng(0x2545_F491_4F6C_DD1Du64);
+        let mut next = crate::base::test_rng(0x2545_F491_4F6C_DD1Du64);
         let mut pool: Vec<f64> = vec![0.0, -0.0, f64::NAN, f64::INFINITY, -f64::INFINITY, 5e-324];
         pool.push(-1.2345678901234567e-308);
         for _ in 0..2000 {

@@ -3,8 +3,8 @@
 //! (`columns`); errors become JS `Error`s whose message is the user-facing text. This is the only
 //! file that touches wasm-bindgen.
 
-use crate::dump::RankDump;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
+use crate::formats::dump::RankDump;
 use crate::mapping::LayerMapping;
 use crate::run::{self, Files, PairResult, RunOptions};
 use crate::view::{self, Order, SideSel};
@@ -406,7 +406,7 @@ impl Files for MemFiles {
             return Ok(Cow::Borrowed(b.as_slice()));
         }
         if let Some(&size) = self.lazy.get(path) {
-            if size > crate::dump::MAX_FILE_BYTES as f64 {
+            if size > crate::formats::dump::MAX_FILE_BYTES as f64 {
                 return Err(Error::file_too_large(self.display(path), size as u64));
             }
             return self.read_lazy(path).map(Cow::Owned);
@@ -416,7 +416,7 @@ impl Files for MemFiles {
     fn size(&self, path: &str) -> Result<u64> {
         match self.lazy.get(path) {
             Some(&size) if !self.files.contains_key(path) => {
-                if size > crate::dump::MAX_FILE_BYTES as f64 {
+                if size > crate::formats::dump::MAX_FILE_BYTES as f64 {
                     return Err(Error::file_too_large(self.display(path), size as u64));
                 }
                 Ok(size as u64)
@@ -565,7 +565,7 @@ impl Session {
         &mut self,
         current_yaml: &str,
         pairs: &str,
-    ) -> std::result::Result<crate::mapping_export::Exported, JsValue> {
+    ) -> std::result::Result<crate::mapping::export::Exported, JsValue> {
         let pairs: Vec<(String, String)> =
             serde_json::from_str(pairs).map_err(|e| js_err(format!("bad pair list: {e}")))?;
         self.resume()?;
@@ -578,8 +578,13 @@ impl Session {
             .bench
             .as_ref()
             .ok_or_else(|| js_err("exporting a mapping needs two sides"))?;
-        crate::mapping_export::export_mapping(current_yaml, &last.res.npu.dump, &bench.dump, &pairs)
-            .map_err(js_err)
+        crate::mapping::export::export_mapping(
+            current_yaml,
+            &last.res.npu.dump,
+            &bench.dump,
+            &pairs,
+        )
+        .map_err(js_err)
     }
 
     /// `run` with parallel merge parameters (`o.rank_size` given): the CLI's path
@@ -954,7 +959,7 @@ impl Session {
         let path = path.trim_start_matches('/').to_string();
         s.changed(&path);
         // Refused from its size, before any byte is read (the CLI's check and message).
-        if total > crate::dump::MAX_FILE_BYTES as f64 {
+        if total > crate::formats::dump::MAX_FILE_BYTES as f64 {
             return Err(side_err(
                 side,
                 &Error::file_too_large(s.display(&path), total as u64),
@@ -1223,7 +1228,7 @@ impl Session {
     /// The default minimum score of "accept all" (`suggest::DEFAULT_MIN_SCORE`, 0.65).
     #[wasm_bindgen(js_name = defaultMinScore)]
     pub fn default_min_score() -> f64 {
-        crate::suggest::DEFAULT_MIN_SCORE
+        crate::compare::suggest::DEFAULT_MIN_SCORE
     }
 
     /// Match suggestions for the grey NPU nodes of the last run, as JSON
@@ -1241,7 +1246,7 @@ impl Session {
             .bench_order
             .as_ref()
             .ok_or_else(|| js_err("suggestions need two sides"))?;
-        let list: Vec<serde_json::Value> = crate::suggest::suggest(&last.res, min_score)
+        let list: Vec<serde_json::Value> = crate::compare::suggest::suggest(&last.res, min_score)
             .into_iter()
             .filter_map(|s| {
                 let n = *last.npu_order.index_of.get(s.npu as usize)?;
@@ -1269,7 +1274,7 @@ impl Session {
             return Err(js_err("suggestions need two sides"));
         }
         let before = snapshot(last);
-        crate::suggest::accept_all(&mut last.res, min_score);
+        crate::compare::suggest::accept_all(&mut last.res, min_score);
         if let Some(dir) = last.bench_dir.as_deref() {
             let tensors = run::TensorFiles {
                 npu: &self.npu,
@@ -1334,8 +1339,8 @@ impl Session {
                 };
                 set("file", JsValue::from_str(e.file()));
                 set("detail", JsValue::from_str(e.message()));
-                if let crate::error::Place::LineCol(l, c) | crate::error::Place::PathAt(_, l, c) =
-                    e.place()
+                if let crate::base::error::Place::LineCol(l, c)
+                | crate::base::error::Place::PathAt(_, l, c) = e.place()
                 {
                     set("line", JsValue::from_f64(*l as f64));
                     set("column", JsValue::from_f64(*c as f64));

@@ -24,7 +24,7 @@
 //! No IO of its own: pages go to the host's [`Output`] (positional writes; the CLI's is a file).
 //! Page 1 (the schema) and one root page per table and index are reserved at the start, numbered
 //! as SQLite numbers them, and written last; the other pages are allocated from one counter as
-//! they fill up, by the two threads that write indexes when the host's [`crate::Join`] gives two.
+//! they fill up, by the two threads that write indexes when the host's [`crate::base::Join`] gives two.
 
 use std::cmp::Ordering;
 use std::io;
@@ -507,7 +507,7 @@ impl Page {
 /// on the scale pair), and a fixed split left one core idle for ~50 ms at a time. Each item is
 /// consumed by `f`, so what it frees is freed as it goes.
 fn halves<T: Send, R: Send>(
-    join: Option<crate::Join>,
+    join: Option<crate::base::Join>,
     items: Vec<T>,
     weight: impl Fn(&T) -> usize,
     f: impl Fn(T) -> R + Sync,
@@ -529,7 +529,7 @@ fn halves<T: Send, R: Send>(
             done.push((i, f(t)));
         }
     };
-    let (ra, rb) = crate::join2(join, run, run);
+    let (ra, rb) = crate::base::join2(join, run, run);
     let mut out: Vec<(usize, R)> = ra.into_iter().chain(rb).collect();
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, r)| r).collect()
@@ -731,7 +731,7 @@ impl Col {
 /// (a parent's name is every child's `up_node`), else only a repeat of the previous row's.
 struct Dedup {
     last: Option<u64>,
-    seen: Option<crate::HashMap<u64, u64>>,
+    seen: Option<crate::base::HashMap<u64, u64>>,
     hits: usize,
     misses: usize,
 }
@@ -1046,7 +1046,7 @@ impl Column {
             text: TextArena::default(),
             dedup: Dedup {
                 last: None,
-                seen: Some(crate::HashMap::default()),
+                seen: Some(crate::base::HashMap::default()),
                 hits: 0,
                 misses: 0,
             },
@@ -1542,8 +1542,8 @@ impl<O: Output> Writer<O> {
     }
 
     /// [`Writer::finish`], sorting the indexes on two threads when `join` runs its two pieces of
-    /// work in parallel (see [`crate::Join`]).
-    pub fn finish_with(mut self, join: Option<crate::Join>) -> io::Result<O> {
+    /// work in parallel (see [`crate::base::Join`]).
+    pub fn finish_with(mut self, join: Option<crate::base::Join>) -> io::Result<O> {
         self.run.flush(&self.pages)?;
         for (at, bytes) in self.run.handed.take().unwrap_or_default() {
             self.pages.out.write_at(at, &bytes)?;
@@ -2634,7 +2634,7 @@ mod tests {
             w.insert(1, &[Value::Int(i as i64), Value::Text(&y)])?;
         }
         let deferred = w.indexes_deferred();
-        let join: Option<crate::Join> = if rows.len() % 2 == 0 {
+        let join: Option<crate::base::Join> = if rows.len() % 2 == 0 {
             Some(two_threads)
         } else {
             None

@@ -108,7 +108,7 @@ impl Error {
             "file not found (graph_visualize needs dump.json, construct.json and stack.json in every rank folder)",
         )
     }
-    /// A file of `len` bytes, more than [`crate::dump::MAX_FILE_BYTES`]: refused before reading
+    /// A file of `len` bytes, more than [`crate::formats::dump::MAX_FILE_BYTES`]: refused before reading
     /// (the same text from the CLI and the page).
     pub fn file_too_large(file: impl Into<String>, len: u64) -> Self {
         Self::new(
@@ -117,7 +117,7 @@ impl Error {
             Place::None,
             format!(
                 "the file is {len} bytes; probelens reads files of at most {} bytes (4 GiB)",
-                crate::dump::MAX_FILE_BYTES
+                crate::formats::dump::MAX_FILE_BYTES
             ),
         )
     }

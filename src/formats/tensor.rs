@@ -11,7 +11,7 @@
 //! Nothing here does IO, and no input makes it panic: every failure is an [`Error`] naming the
 //! file and what was expected.
 
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 use std::rc::Rc;
 
 /// The NumPy dtype of a tensor as msprobe's metrics see it (bfloat16 and float8 are read as
@@ -625,7 +625,7 @@ struct Vm<'a> {
     p: usize,
     stack: Vec<V>,
     marks: Vec<usize>,
-    memo: crate::HashMap<u32, V>,
+    memo: crate::base::HashMap<u32, V>,
 }
 
 impl<'a> Vm<'a> {
@@ -1073,7 +1073,7 @@ pub fn read_pt(file: &str, bytes: &[u8]) -> Result<Tensor> {
         p: 0,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: crate::HashMap::default(),
+        memo: crate::base::HashMap::default(),
     };
     let top = vm.run()?;
     let V::Tensor(t) = top else {

@@ -1,11 +1,14 @@
 //! The `.vis.db` file as msprobe creates it (`visualization/db_utils.py`): its tables and
-//! indexes for [`crate::sqlite_writer`], and the rows of [`crate::export`] as column values.
+//! indexes for [`crate::visdb::sqlite_writer`], and the rows of [`crate::visdb::export`] as column values.
 //!
 //! The column lists are the one source of the `CREATE TABLE` texts (as `sqlite_master` stores
 //! them; the fidelity tests compare them with msprobe's files) and of the index columns.
 
-use crate::export::{ConfigRow, NodeRow, StackRow};
-use crate::sqlite_writer::{Index, Table, Value};
+pub mod export;
+pub mod sqlite_writer;
+
+use crate::visdb::export::{ConfigRow, NodeRow, StackRow};
+use crate::visdb::sqlite_writer::{Index, Table, Value};
 
 /// Table numbers in [`schema`].
 pub const TB_NODES: usize = 0;

@@ -13,11 +13,13 @@
 //!
 //! The yaml is parsed in [`LayerMapping::parse`]; only this module touches `serde_yaml`.
 
-use crate::dump::RankDump;
-use crate::error::{Error, ErrorKind, Place, Result};
-use crate::json::{Store, Val};
-use crate::names::{NameId, Names};
-use crate::HashMap;
+pub mod export;
+
+use crate::base::error::{Error, ErrorKind, Place, Result};
+use crate::base::names::{NameId, Names};
+use crate::base::HashMap;
+use crate::formats::dump::RankDump;
+use crate::formats::json::{Store, Val};
 
 /// One rule: source path, destination path, number of source levels.
 #[derive(Debug, Clone, PartialEq)]
@@ -718,7 +720,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
         let owned: String;
         if !is_layer && api_type != "Primitive" && api_type != "Jit" {
             let stack = d.stack_raw.get(name);
-            if let Some(sv) = stack.filter(|v| crate::items::truthy(store, *v)) {
+            if let Some(sv) = stack.filter(|v| crate::graph::items::truthy(store, *v)) {
                 // stack.json groups many entries under one stack value: scan each value once.
                 if let Val::List { start, len } = sv {
                     use std::collections::hash_map::Entry;
@@ -1128,7 +1130,7 @@ pub fn api_mapping<'a>(
     npu: &'a RankDump,
     bench: &'a RankDump,
     lm: &LayerMapping,
-    join: Option<crate::Join>,
+    join: Option<crate::base::Join>,
 ) -> std::result::Result<ApiMapping<'a>, Fail> {
     api_mapping_of_sides(npu, bench, lm, join, None, None)
 }
@@ -1139,7 +1141,7 @@ pub fn api_mapping_of_sides<'a>(
     npu: &'a RankDump,
     bench: &'a RankDump,
     lm: &LayerMapping,
-    join: Option<crate::Join>,
+    join: Option<crate::base::Join>,
     npu_side: Option<MappingSide<'a>>,
     bench_side: Option<MappingSide<'a>>,
 ) -> std::result::Result<ApiMapping<'a>, Fail> {
@@ -1151,7 +1153,7 @@ pub fn api_mapping_of_sides<'a>(
     // The two sides' items and tries are independent (nothing to run side by side when both
     // are made).
     let join = join.filter(|_| npu_side.is_none() || bench_side.is_none());
-    let (n_side, b_side) = crate::join2(
+    let (n_side, b_side) = crate::base::join2(
         join,
         || npu_side.unwrap_or_else(|| MappingSide::new(npu)),
         // The walk reads the Bench items by trie node, not by position: their positions go

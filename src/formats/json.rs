@@ -8,7 +8,7 @@
 //!
 //! Errors carry the byte offset; [`line_col`] turns it into a line and column for messages.
 
-use crate::HashMap;
+use crate::base::HashMap;
 
 /// Deepest nesting accepted (msprobe's own files nest a handful of levels).
 pub const MAX_DEPTH: usize = 512;
@@ -1766,8 +1766,13 @@ mod fast_path_tests {
                 doc.push_str(&pad);
                 let (s, v) = parse(doc.as_bytes()).unwrap();
                 assert_eq!(
-                    (&s.vals, &s.text, v, crate::pyfmt::py_str(&s, v)),
-                    (&s0.vals, &s0.text, v0, crate::pyfmt::py_str(&s0, v0))
+                    (&s.vals, &s.text, v, crate::formats::pyfmt::py_str(&s, v)),
+                    (
+                        &s0.vals,
+                        &s0.text,
+                        v0,
+                        crate::formats::pyfmt::py_str(&s0, v0)
+                    )
                 );
             }
         }
@@ -2122,7 +2127,10 @@ mod tests {
         );
         let (s, v) = parse(text.as_bytes()).unwrap();
         let l = s.list(v);
-        let back: Vec<String> = l.iter().map(|x| crate::pyfmt::py_str(&s, x)).collect();
+        let back: Vec<String> = l
+            .iter()
+            .map(|x| crate::formats::pyfmt::py_str(&s, x))
+            .collect();
         let want = |max: &str, rg: &str| {
             format!("{{'type': 'torch.Tensor', 'dtype': 'torch.float32', 'shape': [2, 16], 'Max': {max}, 'Min': -1.5, 'Mean': None, 'Norm': 2, 'requires_grad': {rg}}}")
         };
@@ -2173,7 +2181,7 @@ mod tests {
         assert_eq!(s.shapes.len(), 1 + TMPL_PER_SHAPE as usize);
         for (i, x) in s.list(v).iter().enumerate() {
             assert_eq!(
-                crate::pyfmt::py_str(&s, x),
+                crate::formats::pyfmt::py_str(&s, x),
                 format!("{{'md5': '{i:08x}', 'Max': {i}.5}}")
             );
         }
@@ -2185,7 +2193,10 @@ mod tests {
     fn objects_share_key_lists() {
         let (s, v) = parse(br#"[{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"b": 5, "a": 6}, {}, {"a": 7, "b": 8, "a": 9}, {"x": {"a": 0, "b": 0}}]"#).unwrap();
         let l = s.list(v);
-        let text: Vec<String> = l.iter().map(|x| crate::pyfmt::py_str(&s, x)).collect();
+        let text: Vec<String> = l
+            .iter()
+            .map(|x| crate::formats::pyfmt::py_str(&s, x))
+            .collect();
         assert_eq!(
             text,
             [

@@ -4,12 +4,14 @@
 //! stored: a node keeps the index of its dump entry and [`Graph::io`] derives them on demand, so
 //! a graph costs a few dozen bytes per node beyond its name.
 
-use crate::dump::{OverflowLevel, RankDump};
-use crate::error::{Error, Result};
-use crate::items::{input_output, read_op, ItemMap, Py};
-use crate::json::Val;
-use crate::names::{NameId, Names};
-use crate::HashMap;
+pub mod items;
+
+use crate::base::error::{Error, Result};
+use crate::base::names::{NameId, Names};
+use crate::base::HashMap;
+use crate::formats::dump::{OverflowLevel, RankDump};
+use crate::formats::json::Val;
+use crate::graph::items::{input_output, read_op, ItemMap, Py};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -192,11 +194,11 @@ pub struct Node {
 
 /// The node arena ([`NodeId`] indexes it): a `Vec` natively; in wasm32 chunks of 4,096 nodes
 /// (229 kB), which fill the holes of the page's heap instead of one block that goes on its top
-/// ([`crate::chunkvec`]).
+/// ([`crate::base::chunkvec`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub type Nodes = Vec<Node>;
 #[cfg(target_arch = "wasm32")]
-pub type Nodes = crate::chunkvec::ChunkVec<Node, 12>;
+pub type Nodes = crate::base::chunkvec::ChunkVec<Node, 12>;
 
 /// No node, no entry (ids and entry indexes stay below it: 2^32 - 1 of them would need far
 /// more than the 4 GiB a wasm32 page has).
@@ -913,7 +915,7 @@ impl Builder<'_> {
         };
         let falsy = match stack {
             Stack::Empty => true,
-            Stack::Val(v) => !crate::items::truthy(&self.d.store, v),
+            Stack::Val(v) => !crate::graph::items::truthy(&self.d.store, v),
             Stack::NoForward => false,
         };
         if falsy && (backward_n(name).is_some() || name.ends_with(".backward")) {
@@ -1300,7 +1302,7 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn node_and_entry_sizes() {
         assert_eq!(std::mem::size_of::<Node>(), 64);
-        assert_eq!(std::mem::size_of::<crate::dump::Entry>(), 16);
+        assert_eq!(std::mem::size_of::<crate::formats::dump::Entry>(), 16);
     }
 
     /// The index against a HashMap model: inserts, replacements, removals (backward shift

@@ -27,12 +27,12 @@
 //! Scale: candidates come from indexes keyed by (anchor, kind, direction, API name), by gap between
 //! matched nodes, by name and by forward twin; never all pairs.
 
+use crate::base::HashMap;
 use crate::compare::manual_match;
+use crate::formats::json::Store;
+use crate::graph::items::{k, Item, Py, State};
 use crate::graph::{Graph, NodeId, NodeOp, ROOT};
-use crate::items::{k, Item, Py, State};
-use crate::json::Store;
 use crate::run::PairResult;
-use crate::HashMap;
 
 /// The default minimum score of a suggestion that "accept all" takes.
 pub const DEFAULT_MIN_SCORE: f64 = 0.65;
@@ -208,7 +208,7 @@ impl Interner {
 
 fn num_of(p: Option<&Py>, store: &Store) -> f64 {
     match p {
-        Some(Py::V(crate::json::Val::Bool(b))) | Some(Py::B(b)) => {
+        Some(Py::V(crate::formats::json::Val::Bool(b))) | Some(Py::B(b)) => {
             if *b {
                 1.0
             } else {
@@ -246,7 +246,7 @@ fn tensor_of(
         .map(|d| dtypes.id(&d.to_py_str(store)))
         .unwrap_or(0);
     let shape = match it.get(k::SHAPE) {
-        Some(Py::V(v @ crate::json::Val::List { .. })) => {
+        Some(Py::V(v @ crate::formats::json::Val::List { .. })) => {
             let dims = store.list(*v);
             if dims.len() > 255 {
                 None
@@ -272,7 +272,7 @@ fn tensor_of(
 impl SideIx {
     fn build(
         g: &Graph,
-        dump: &crate::dump::RankDump,
+        dump: &crate::formats::dump::RankDump,
         ops: &mut Interner,
         dtypes: &mut Interner,
     ) -> SideIx {

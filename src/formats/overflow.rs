@@ -2,9 +2,9 @@
 //! drop known false positives (uninitialised buffers of `torch.empty*`, receive buffers of
 //! collectives, `masked_fill_`).
 
-use crate::dump::OverflowLevel;
-use crate::items::k;
-use crate::json::{KeyId, Store, Val};
+use crate::formats::dump::OverflowLevel;
+use crate::formats::json::{KeyId, Store, Val};
+use crate::graph::items::k;
 
 /// `has_nan_inf`: a dict whose top-level Max/Min/Mean prints as inf/-inf/nan.
 fn has_nan_inf(store: &Store, v: Val) -> bool {

@@ -5,14 +5,14 @@
 //! An [`Item`] is an ordered dict, like the Python one, whose values are [`Py`] objects. Keys are
 //! interned in the dump's [`Store`]; the keys msprobe itself adds have fixed ids ([`k`]).
 
+use crate::base::error::{Error, Result};
 use crate::compare::{Cell, ItemResult};
-use crate::error::{Error, Result};
-use crate::json::{KeyId, Store, Val};
-use crate::pyfmt::{json_str, py_repr, py_str, ReprCache};
+use crate::formats::json::{KeyId, Store, Val};
+use crate::formats::pyfmt::{json_str, py_repr, py_str, ReprCache};
 
 /// Keys with fixed ids: [`intern_known_keys`] interns them first, in this order.
 pub mod k {
-    use crate::json::KeyId;
+    use crate::formats::json::KeyId;
     pub const TYPE: KeyId = KeyId(0);
     pub const DTYPE: KeyId = KeyId(1);
     pub const SHAPE: KeyId = KeyId(2);
@@ -151,11 +151,11 @@ impl Py {
         match self {
             Py::None => out.push_str("None"),
             Py::V(Val::Str(r)) => out.push_str(store.str(*r)),
-            Py::V(v) => crate::pyfmt::py_repr(store, *v, out),
+            Py::V(v) => crate::formats::pyfmt::py_repr(store, *v, out),
             Py::S(s) => out.push_str(s),
-            Py::Pct(f) => crate::pyfmt::pct_into(*f, out),
+            Py::Pct(f) => crate::formats::pyfmt::pct_into(*f, out),
             Py::Lit(s) => out.push_str(s),
-            Py::F(f) => crate::pyfmt::float_repr_into(*f, out),
+            Py::F(f) => crate::formats::pyfmt::float_repr_into(*f, out),
             Py::I(i) => out.push_str(itoa::Buffer::new().format(*i)),
             Py::B(b) => out.push_str(if *b { "True" } else { "False" }),
         }
@@ -350,7 +350,7 @@ pub fn read_op(store: &Store, entry: Option<Val>, op_name: &str, file: &str) -> 
         }
         return Err(Error::schema(
             file,
-            crate::dump::entry_path(op_name),
+            crate::formats::dump::entry_path(op_name),
             "expected an object with input_args/input_kwargs/output (or input/output), found another value",
         ));
     }
@@ -422,7 +422,7 @@ fn decimal(mut i: usize, buf: &mut [u8; 20]) -> &str {
 /// Whether a field of the dotted `name` is "parameters_grad".
 fn in_grad(name: &str) -> bool {
     // Nearly no name has the text at all: that test first (splitting costs more).
-    crate::has(name, "parameters_grad") && name.split('.').any(|s| s == "parameters_grad")
+    crate::base::has(name, "parameters_grad") && name.split('.').any(|s| s == "parameters_grad")
 }
 
 /// `grad`: [`in_grad`] of `name` (carried down the recursion instead of re-scanning the name).
@@ -440,9 +440,9 @@ fn op_item_parse(
 ) -> Result<()> {
     if depth > MAX_PARSE_DEPTH {
         return Err(Error::new(
-            crate::error::ErrorKind::Limit,
+            crate::base::error::ErrorKind::Limit,
             file,
-            crate::error::Place::Path(name.to_string()),
+            crate::base::error::Place::Path(name.to_string()),
             "parse of api/module exceeds the recursion limit (400 levels)",
         ));
     }
@@ -696,7 +696,8 @@ pub fn input_output(store: &Store, items: Vec<Item>) -> (ItemMap, ItemMap) {
         if item.full_op_name.is_empty() {
             continue;
         }
-        if crate::has(&item.full_op_name, ".output.") && !crate::has(&item.full_op_name, ".input.")
+        if crate::base::has(&item.full_op_name, ".output.")
+            && !crate::base::has(&item.full_op_name, ".input.")
         {
             let key = item.full_op_name.clone();
             dict_insert(&mut output, key, item);
@@ -928,7 +929,7 @@ fn write_field(
     scratch.clear();
     if key == k::ERROR_KEY {
         if let Py::V(val) = v {
-            crate::pyfmt::json_dumps(store, *val, scratch);
+            crate::formats::pyfmt::json_dumps(store, *val, scratch);
         }
         out.push_str(scratch);
         false
@@ -1082,7 +1083,7 @@ impl NodeFormat {
     pub fn new(node_id: &str, mode: Mode) -> NodeFormat {
         NodeFormat {
             mode,
-            batch_p2p: crate::has(node_id, "batch_isend_irecv"),
+            batch_p2p: crate::base::has(node_id, "batch_isend_irecv"),
         }
     }
 }
@@ -1348,7 +1349,7 @@ mod tests {
                 FieldText::Quoted
             } else if key == k::ERROR_KEY {
                 if let Py::V(val) = v {
-                    crate::pyfmt::json_dumps(store, *val, buf);
+                    crate::formats::pyfmt::json_dumps(store, *val, buf);
                 }
                 FieldText::Raw
             } else {
@@ -1454,7 +1455,7 @@ mod tests {
             "x\"y", "\u00e9", "[1, 2]", "1.0000000", "00.1234567", "None.1234567", "torch.ProcessGroup",
             "NoneNone", "Non", "N", "'", "a\\b\n", "0.1234567'", [], [1, 2], [[1, 2], [3, 4]],
             ["a'b", "c\"d"], {"a": 1, "b": [1.5, null]}, {}, [1.5, NaN], {"x": "None"}]"#;
-        let mut r = crate::json::Reader::new(text);
+        let mut r = crate::formats::json::Reader::new(text);
         let root = r.value(&mut store, 0).unwrap();
         let vals: Vec<Val> = store.list(root).to_vec();
         let texts = [
@@ -1473,7 +1474,7 @@ mod tests {
             "1.5%",
             "it's",
         ];
-        let mut rng = crate::test_rng(0x2545_F491_4F6C_DD1Du64);
+        let mut rng = crate::base::test_rng(0x2545_F491_4F6C_DD1Du64);
         let mut next = move |n: usize| (rng() % n as u64) as usize;
         let floats = [
             0.0,
@@ -1540,7 +1541,10 @@ mod tests {
                 .map(|_| {
                     Cell::from_py(match next(6) {
                         0 => Py::from_val(vals[next(vals.len())]),
-                        1 => Py::S(format!("{}%", crate::pyfmt::float_repr(floats[next(10)]))),
+                        1 => Py::S(format!(
+                            "{}%",
+                            crate::formats::pyfmt::float_repr(floats[next(10)])
+                        )),
                         2 => Py::S(texts[next(texts.len())].to_string()),
                         3 => Py::Lit(["N/A", "pass", "[]", "Nan", "odd"][next(5)]),
                         4 => Py::Pct(floats[next(floats.len())]),
@@ -1596,7 +1600,9 @@ mod tests {
           "parameters": {"weight": {"type": "torch.Tensor"}, "parameters_grad": [{"type": "torch.Tensor"}, {"type": "torch.Tensor"}]}}"#;
         let mut store = Store::default();
         intern_known_keys(&mut store);
-        let entry = crate::json::Reader::new(text).value(&mut store, 0).unwrap();
+        let entry = crate::formats::json::Reader::new(text)
+            .value(&mut store, 0)
+            .unwrap();
         let names = |op: &str| -> Vec<String> {
             read_op(&store, Some(entry), op, "dump.json")
                 .unwrap()
@@ -1631,7 +1637,7 @@ mod tests {
     /// values beyond its range.
     #[test]
     fn fixed6_is_rusts() {
-        let mut next = crate::test_rng(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = crate::base::test_rng(0x9E37_79B9_7F4A_7C15u64);
         let mut xs = vec![
             0.0,
             0.0078125,

@@ -1,14 +1,14 @@
 //! The `probelens` command line: a drop-in for `msprobe graph_visualize`, writing the same
 //! `.vis.db`. All IO (files, clock, SQLite, terminal) lives here; the library does none.
 
-use probelens::error::{Error, Result};
-use probelens::export::{
-    self, ConfigRow, DistNode, GraphExport, GraphRows, NodeRow, Sink, StackRow,
-};
+use probelens::base::error::{Error, Result};
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, Files, PairPlan, Plan, RunOptions};
-use probelens::sqlite_writer::Writer;
 use probelens::visdb;
+use probelens::visdb::export::{
+    self, ConfigRow, DistNode, GraphExport, GraphRows, NodeRow, Sink, StackRow,
+};
+use probelens::visdb::sqlite_writer::Writer;
 use rusqlite::{params, Connection};
 use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
@@ -301,7 +301,7 @@ struct FsFiles {
     shown: String,
 }
 
-/// The core's [`probelens::Join`]: the second piece of work on a scoped thread while this
+/// The core's [`probelens::base::Join`]: the second piece of work on a scoped thread while this
 /// thread does the first.
 fn two_threads(a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
     std::thread::scope(|s| {
@@ -355,7 +355,7 @@ impl Files for FsFiles {
         let p = self.root.join(path);
         // Refuse before reading what the core could never hold (its offsets are 32-bit).
         if let Ok(m) = std::fs::metadata(&p) {
-            if m.len() > probelens::dump::MAX_FILE_BYTES {
+            if m.len() > probelens::formats::dump::MAX_FILE_BYTES {
                 return Err(Error::file_too_large(self.display(path), m.len()));
             }
         }
@@ -367,7 +367,7 @@ impl Files for FsFiles {
     fn size(&self, path: &str) -> Result<u64> {
         let p = self.root.join(path);
         match std::fs::metadata(&p) {
-            Ok(m) if m.len() > probelens::dump::MAX_FILE_BYTES => {
+            Ok(m) if m.len() > probelens::formats::dump::MAX_FILE_BYTES => {
                 Err(Error::file_too_large(self.display(path), m.len()))
             }
             Ok(m) if m.is_file() => Ok(m.len()),
@@ -472,8 +472,8 @@ impl<'w> DbSink<'w> {
             written: Vec::new(),
         }
     }
-    fn push(&mut self, table: usize, values: &[probelens::sqlite_writer::Value]) {
-        probelens::sqlite_writer::append_record(values, &mut self.batch.bytes);
+    fn push(&mut self, table: usize, values: &[probelens::visdb::sqlite_writer::Value]) {
+        probelens::visdb::sqlite_writer::append_record(values, &mut self.batch.bytes);
         self.batch.rows.push((table, self.batch.bytes.len()));
         if self.batch.rows.len() >= Self::ROWS || self.batch.bytes.len() >= Self::BYTES {
             self.flush();
@@ -515,7 +515,7 @@ impl<'w> DbSink<'w> {
         self.batch.rows.clear();
         // The full leaves, outside the lock: the other thread packs its rows meanwhile.
         for (at, bytes) in self.runs.drain(..) {
-            use probelens::sqlite_writer::Output;
+            use probelens::visdb::sqlite_writer::Output;
             if let Err(e) = self.out.write_at(at, &bytes) {
                 if let Ok(mut s) = self.shared.lock() {
                     s.err.get_or_insert(e);
@@ -540,7 +540,7 @@ type DbWriter = Writer<DbFile>;
 /// The database file, written at page offsets (from the two threads that write the indexes).
 struct DbFile(std::fs::File);
 
-impl probelens::sqlite_writer::Output for DbFile {
+impl probelens::visdb::sqlite_writer::Output for DbFile {
     #[cfg(unix)]
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         std::os::unix::fs::FileExt::write_all_at(&self.0, data, offset)
@@ -679,7 +679,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         Some(None) => Some(LayerMapping::empty()),
         Some(Some(p)) => {
             if let Ok(m) = std::fs::metadata(p) {
-                if m.len() > probelens::dump::MAX_FILE_BYTES {
+                if m.len() > probelens::formats::dump::MAX_FILE_BYTES {
                     return Err(Error::input(
                         p.display().to_string(),
                         format!(
@@ -762,7 +762,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let keys_path = db_path.with_extension("db.keys");
     let _ = std::fs::remove_file(&keys_path);
     let _keys_part = PartFile(keys_path.clone());
-    // The file is written directly as SQLite pages (`probelens::sqlite_writer`): rows as they
+    // The file is written directly as SQLite pages (`probelens::visdb::sqlite_writer`): rows as they
     // come, indexes sorted and packed at the end. Inserting through SQLite cost ~4 s of the
     // scale pair's ~6.5 s; the content is the same (the fidelity tests read it back with SQLite).
     let file = std::fs::File::create(&tmp_path).map_err(|e| db_err(&db_path, e))?;
@@ -958,7 +958,11 @@ fn post_pass(path: &Path, reindex: bool, updates: &[export::DistUpdate]) -> rusq
 
 /// The tensor folder msprobe records for a graph (`dump_data_dir`, or the rank folder's
 /// `dump_tensor_data` when the dump was moved).
-fn tensor_dir(files: &FsFiles, dir: &str, d: &probelens::dump::RankDump) -> Option<String> {
+fn tensor_dir(
+    files: &FsFiles,
+    dir: &str,
+    d: &probelens::formats::dump::RankDump,
+) -> Option<String> {
     let dd = d.dump_data_dir.as_ref()?;
     let base = std::fs::canonicalize(files.root.join(dir)).ok()?;
     let parent = Path::new(dd)
@@ -1069,7 +1073,7 @@ impl FileSpill {
     }
 }
 
-impl probelens::sqlite_writer::Spill for FileSpill {
+impl probelens::visdb::sqlite_writer::Spill for FileSpill {
     fn append(&mut self, bytes: &[u8]) -> std::io::Result<u64> {
         use std::io::{Seek, SeekFrom, Write};
         let at = self.len;
@@ -1113,7 +1117,10 @@ fn load_pair(
     npu: &FsFiles,
     bench: Option<&FsFiles>,
     pair: &run::PairPlan,
-) -> Result<(probelens::dump::RankDump, Option<probelens::dump::RankDump>)> {
+) -> Result<(
+    probelens::formats::dump::RankDump,
+    Option<probelens::formats::dump::RankDump>,
+)> {
     let (Some(b), Some(d)) = (bench, &pair.bench_dir) else {
         return Ok((run::load_rank(npu, &pair.npu_dir)?, None));
     };
@@ -1141,7 +1148,7 @@ fn run_loaded_pair(
     parallel_checkers: bool,
     since: Instant,
 ) -> Result<(run::PairResult, std::time::Duration)> {
-    use probelens::dump::RankDump;
+    use probelens::formats::dump::RankDump;
     use std::sync::Arc;
     let bench = bench.zip(pair.bench_dir.as_deref());
     // The layer mapping is made for a compare only.
@@ -1283,7 +1290,7 @@ fn export_graphs(
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     type Found = Vec<(usize, usize, DistNode)>;
-    type Warnings = Vec<(usize, usize, probelens::error::Diagnostic)>;
+    type Warnings = Vec<(usize, usize, probelens::base::error::Diagnostic)>;
     let work = |sink: &mut DbSink| -> (Found, Warnings) {
         let mut found = Found::new();
         let mut warnings = Warnings::new();
@@ -1366,7 +1373,7 @@ struct SuggestArgs {
 fn parse_suggest_args(argv: &[String]) -> std::result::Result<SuggestArgs, String> {
     let (mut target, mut golden, mut lm, mut export_yaml) = (None, None, None, None);
     let (mut fuzzy, mut layout_aware) = (false, false);
-    let mut min_score = probelens::suggest::DEFAULT_MIN_SCORE;
+    let mut min_score = probelens::compare::suggest::DEFAULT_MIN_SCORE;
     let mut i = 0;
     while i < argv.len() {
         let a = argv[i].as_str();
@@ -1429,7 +1436,7 @@ fn parse_suggest_args(argv: &[String]) -> std::result::Result<SuggestArgs, Strin
 /// The text of a layer-mapping file (for `suggest`).
 fn read_yaml(p: &Path) -> Result<String> {
     if let Ok(m) = std::fs::metadata(p) {
-        if m.len() > probelens::dump::MAX_FILE_BYTES {
+        if m.len() > probelens::formats::dump::MAX_FILE_BYTES {
             return Err(Error::input(
                 p.display().to_string(),
                 format!(
@@ -1500,7 +1507,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
             .iter()
             .filter(|id| gn.node(**id).partner().is_none())
             .count();
-        let sug = probelens::suggest::suggest(&res, a.min_score);
+        let sug = probelens::compare::suggest::suggest(&res, a.min_score);
         let nodes = {
             let mut v: Vec<u32> = sug.iter().map(|s| s.npu).collect();
             v.dedup();
@@ -1529,7 +1536,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
             );
         }
         if a.export_yaml.is_some() {
-            let acc = probelens::suggest::accept_all(&mut res, a.min_score);
+            let acc = probelens::compare::suggest::accept_all(&mut res, a.min_score);
             let Some(bs) = res.bench.as_ref() else {
                 continue;
             };
@@ -1548,7 +1555,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
                 .count();
             // Every accepted pair, as the page exports them: module, API and parameter-gradient
             // pairs all give rules where msprobe's format can express them.
-            let ex = probelens::mapping_export::export_mapping(
+            let ex = probelens::mapping::export::export_mapping(
                 &yaml_text,
                 &res.npu.dump,
                 &bs.dump,
