@@ -70,7 +70,7 @@ fn main() {
             "results: {} nodes ({} stored), {rows} rows, {cells} cells ({} B each), keys {:.1} MB",
             nodes.len(),
             c.results.len(),
-            std::mem::size_of::<probelens::compare::Cell>(),
+            std::mem::size_of::<probelens::graph::cells::Cell>(),
             keys as f64 / 1e6
         );
     }

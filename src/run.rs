@@ -5,36 +5,14 @@
 //! implements it over the file system, the page over the files the user dropped.
 
 use crate::base::error::{Diagnostic, Error, Result};
-use crate::compare::{
-    compare_mapped, compare_mode, layer_mapping_of_sides, CompareOptions, Comparison, Sides,
-};
+use crate::base::{join_path, Files};
+use crate::compare::pair::{PairResult, Side};
+use crate::compare::{compare_mapped, compare_mode, layer_mapping_of_sides, CompareOptions};
 use crate::formats::dump::{FileNames, RankDump, RankParser};
 use crate::graph::items::Mode;
 use crate::graph::Graph;
 use crate::mapping::{LayerMapping, MappingSide};
-use std::borrow::Cow;
 use std::sync::Arc;
-
-/// A read-only tree of files, paths `/`-separated and relative to the dump root ("" = root).
-pub trait Files {
-    /// Entries of a directory: (name, is_dir).
-    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>>;
-    /// A file's bytes.
-    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>>;
-    /// A file's size, with the errors `read` would give for a missing or too large file.
-    fn size(&self, path: &str) -> Result<u64> {
-        self.read(path).map(|b| b.len() as u64)
-    }
-    /// A file's bytes in order, in chunks of any size (the dump.json parser never needs the
-    /// whole file). Stops at the first error of `sink`.
-    fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        sink(&self.read(path)?)
-    }
-    /// How to name a path in messages (e.g. with the root folder in front).
-    fn display(&self, path: &str) -> String {
-        path.to_string()
-    }
-}
 
 /// msprobe's classification of a dump root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -43,14 +21,6 @@ pub enum Kind {
     Files,
     Ranks,
     Steps,
-}
-
-pub fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
 }
 
 /// `check_directory_content`.
@@ -109,7 +79,7 @@ fn prefixed(f: &dyn Files, dir: &str, prefix: &str, skip_wrong: bool) -> Result<
             out.push(name);
         } else if !skip_wrong {
             return Err(Error::input(
-                f.display(&join(dir, &name)),
+                f.display(&join_path(dir, &name)),
                 format!("'{name}' is not in the format of dump output (expected {prefix}<N>); remove it and try again"),
             ));
         }
@@ -158,7 +128,7 @@ pub fn rank_folders(f: &dyn Files, dir: &str) -> Result<Vec<(i64, String)>> {
         r = vec![find_proc_dir(f, dir)?];
     }
     Ok(r.into_iter()
-        .map(|n| (step_or_rank_int(&n), join(dir, &n)))
+        .map(|n| (step_or_rank_int(&n), join_path(dir, &n)))
         .collect())
 }
 
@@ -208,7 +178,7 @@ fn rank_dirs(
             if rn.is_empty() {
                 rn = vec![find_proc_dir(n, nd)?];
             }
-            Ok(rn.into_iter().map(|r| (join(nd, &r), None)).collect())
+            Ok(rn.into_iter().map(|r| (join_path(nd, &r), None)).collect())
         }
         Some((bf, bd)) => {
             let mut rb = prefixed(bf, bd, "rank", true)?;
@@ -216,7 +186,7 @@ fn rank_dirs(
             if rn.is_empty() && rb.is_empty() {
                 let pn = find_proc_dir(n, nd)?;
                 let pb = find_proc_dir(bf, bd)?;
-                return Ok(vec![(join(nd, &pn), Some(join(bd, &pb)))]);
+                return Ok(vec![(join_path(nd, &pn), Some(join_path(bd, &pb)))]);
             }
             if rn != rb {
                 let mut inter: Vec<String> =
@@ -232,7 +202,7 @@ fn rank_dirs(
             }
             Ok(rn
                 .into_iter()
-                .map(|r| (join(nd, &r), Some(join(bd, &r))))
+                .map(|r| (join_path(nd, &r), Some(join_path(bd, &r))))
                 .collect())
         }
     }
@@ -338,14 +308,14 @@ pub fn plan(npu: &dyn Files, bench: Option<&dyn Files>) -> Result<Plan> {
 /// whole for its message).
 pub fn load_rank(f: &dyn Files, dir: &str) -> Result<RankDump> {
     let names = FileNames {
-        dump: f.display(&join(dir, "dump.json")),
-        construct: f.display(&join(dir, "construct.json")),
-        stack: f.display(&join(dir, "stack.json")),
+        dump: f.display(&join_path(dir, "dump.json")),
+        construct: f.display(&join_path(dir, "construct.json")),
+        stack: f.display(&join_path(dir, "stack.json")),
     };
     let (c, d, s) = (
-        join(dir, "construct.json"),
-        join(dir, "dump.json"),
-        join(dir, "stack.json"),
+        join_path(dir, "construct.json"),
+        join_path(dir, "dump.json"),
+        join_path(dir, "stack.json"),
     );
     // A missing or unreadable file is reported before any parse error (construct, dump, stack).
     f.size(&c)?;
@@ -389,39 +359,6 @@ pub struct RunOptions {
     /// through [`crate::compare::Comparison::judge_with_io`] (the CLI writing a `.vis.db`).
     /// Not for a parallel merge (its compare keeps its rows).
     pub defer_verdicts: bool,
-}
-
-/// One side of a finished pair.
-#[derive(Debug)]
-pub struct Side {
-    /// Shared, so that a re-run of the same pair (another mapping or options) reuses the parse.
-    pub dump: Arc<RankDump>,
-    pub graph: Graph,
-}
-
-/// A built or compared pair.
-#[derive(Debug)]
-pub struct PairResult {
-    pub npu: Side,
-    pub bench: Option<Side>,
-    pub comparison: Option<Comparison>,
-    pub mode: Mode,
-    pub micro_steps: i64,
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-impl PairResult {
-    /// The two graphs and dumps of a compared pair (None for a build), from which its compare
-    /// rows are derived.
-    pub fn sides(&self) -> Option<Sides<'_>> {
-        let b = self.bench.as_ref()?;
-        Some(Sides {
-            gn: &self.npu.graph,
-            dn: &self.npu.dump,
-            gb: &b.graph,
-            db: &b.dump,
-        })
-    }
 }
 
 /// `get_compare_framework` (run by msprobe's `GraphComparator`): from the `framework` keys (a

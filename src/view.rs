@@ -3,10 +3,10 @@
 //! formats; the core's graph types are not.
 
 use crate::compare::apply_results;
+use crate::compare::pair::PairResult;
 use crate::formats::dump::OverflowLevel;
 use crate::graph::items::{formatted_fields, ItemMap, Mode, State};
 use crate::graph::{Graph, NodeId};
-use crate::run::PairResult;
 use crate::visdb::export::{link_json, node_colors, precision_text, stack_lines, tool_tip};
 use serde::Serialize;
 

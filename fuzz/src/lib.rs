@@ -74,7 +74,7 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
 }
 
 /// Everything later stages read from a parsed rank folder, comparably (or the error's text).
-/// Also used by `tests/streaming.rs`.
+/// Also used by `tests/it/streaming.rs`.
 pub fn summary(r: &probelens::Result<RankDump>) -> String {
     let d = match r {
         Err(e) => return format!("error: {e}"),

@@ -6,6 +6,10 @@
 
 use std::fmt;
 
+/// The largest file the core reads: offsets into a JSON store are `u32`, and a wasm32 page could
+/// never hold more. dump.json and stack.json share one store, so they count together.
+pub const MAX_FILE_BYTES: u64 = u32::MAX as u64;
+
 /// Where in a file something went wrong.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Place {
@@ -108,7 +112,7 @@ impl Error {
             "file not found (graph_visualize needs dump.json, construct.json and stack.json in every rank folder)",
         )
     }
-    /// A file of `len` bytes, more than [`crate::formats::dump::MAX_FILE_BYTES`]: refused before reading
+    /// A file of `len` bytes, more than [`MAX_FILE_BYTES`]: refused before reading
     /// (the same text from the CLI and the page).
     pub fn file_too_large(file: impl Into<String>, len: u64) -> Self {
         Self::new(
@@ -117,7 +121,7 @@ impl Error {
             Place::None,
             format!(
                 "the file is {len} bytes; probelens reads files of at most {} bytes (4 GiB)",
-                crate::formats::dump::MAX_FILE_BYTES
+                MAX_FILE_BYTES
             ),
         )
     }

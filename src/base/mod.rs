@@ -5,6 +5,39 @@ pub mod chunkvec;
 pub mod error;
 pub mod names;
 
+use error::Result;
+use std::borrow::Cow;
+
+/// A read-only tree of files, paths `/`-separated and relative to the dump root ("" = root).
+pub trait Files {
+    /// Entries of a directory: (name, is_dir).
+    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>>;
+    /// A file's bytes.
+    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>>;
+    /// A file's size, with the errors `read` would give for a missing or too large file.
+    fn size(&self, path: &str) -> Result<u64> {
+        self.read(path).map(|b| b.len() as u64)
+    }
+    /// A file's bytes in order, in chunks of any size (the dump.json parser never needs the
+    /// whole file). Stops at the first error of `sink`.
+    fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        sink(&self.read(path)?)
+    }
+    /// How to name a path in messages (e.g. with the root folder in front).
+    fn display(&self, path: &str) -> String {
+        path.to_string()
+    }
+}
+
+/// `dir/name` (`name` alone in the root, `""`).
+pub fn join_path(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
 /// The core's hash map: foldhash (fast, seeded per process, so crafted names cannot force collisions).
 pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 

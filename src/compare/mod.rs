@@ -7,6 +7,7 @@
 //! again when they are written or shown (as items are derived from the dump); real-tensor metrics
 //! and the rows of a parallel merge, whose graphs change after the compare, are stored.
 
+pub mod pair;
 pub mod realdata;
 pub mod suggest;
 
@@ -14,7 +15,9 @@ use crate::base::error::{Diagnostic, Error, Result};
 use crate::base::HashMap;
 use crate::formats::dump::RankDump;
 use crate::formats::json::{KeyId, Store};
-use crate::graph::items::{k, Item, ItemMap, Mode, Num, Py, State};
+use crate::formats::keys::k;
+use crate::graph::cells::{Cell, ItemResult};
+use crate::graph::items::{Item, ItemMap, Mode, Num, Py, State};
 use crate::graph::{Graph, NodeId, NodeOp, Precision, ROOT};
 use crate::mapping::{api_mapping, api_mapping_of_sides, ApiMapping, LayerMapping, MappingSide};
 use std::collections::VecDeque;
@@ -49,30 +52,7 @@ pub struct CompareOptions {
     pub defer_verdicts: bool,
 }
 
-/// Compare columns written into one item: the column keys (one fixed list per kind of compare)
-/// and their values. Results hold millions of cells, so a cell is 16 bytes and becomes a
-/// [`Py`] only when applied to an item.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ItemResult {
-    pub keys: &'static [KeyId],
-    pub cells: Box<[Cell]>,
-}
-
 impl ItemResult {
-    /// (column key, value) in msprobe's column order.
-    pub fn iter(&self) -> impl Iterator<Item = (KeyId, Py)> + '_ {
-        self.keys
-            .iter()
-            .copied()
-            .zip(self.cells.iter().map(Cell::to_py))
-    }
-    pub fn len(&self) -> usize {
-        self.cells.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
-    }
-
     /// `values` (the compare's own columns, the first of `keys`) and then the verdict columns a
     /// statistics or real-tensor compare ends with: requires_grad consistency, result, messages.
     pub(crate) fn with_verdict(
@@ -120,85 +100,6 @@ pub const STAT_COLUMNS: [KeyId; 11] = [
 
 /// The columns of an md5 compare.
 pub const MD5_COLUMNS: [KeyId; 3] = [k::RESULT, k::RG_CONSISTENT, k::ERR_MESSAGE];
-
-/// One compare column's value, compact (see [`ItemResult`]).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
-    None,
-    F(f64),
-    I(i64),
-    B(bool),
-    /// A text of the code's own ("N/A", "pass", an error-message list).
-    Lit(&'static &'static str),
-    /// A relative error: `repr(x)` and '%'.
-    Pct(f64),
-    S(Box<String>),
-    V(Box<crate::formats::json::Val>),
-}
-
-/// The literal texts compare writes into columns (a [`Cell::Lit`] points into this table).
-static LITERALS: [&str; 14] = [
-    "N/A",
-    "Nan",
-    " ",
-    "None",
-    "pass",
-    "warning",
-    "error",
-    "[]",
-    "unsupported",
-    "-1",
-    "inf",
-    "-inf",
-    "nan",
-    "",
-];
-
-impl Cell {
-    pub fn from_py(p: Py) -> Cell {
-        match p {
-            Py::None => Cell::None,
-            Py::F(f) => Cell::F(f),
-            Py::I(i) => Cell::I(i),
-            Py::B(b) => Cell::B(b),
-            Py::V(v) => Cell::V(Box::new(v)),
-            Py::Pct(f) => Cell::Pct(f),
-            Py::Lit(s) => match LITERALS.iter().find(|l| **l == s) {
-                Some(l) => Cell::Lit(l),
-                None => Cell::S(Box::new(s.to_string())),
-            },
-            Py::S(s) => {
-                // "12.5%" is kept as its number when that gives the same text back.
-                let pct = s.strip_suffix('%').and_then(|t| {
-                    t.parse::<f64>()
-                        .ok()
-                        .filter(|f| crate::formats::pyfmt::float_repr(*f) == t)
-                });
-                match pct {
-                    Some(f) => Cell::Pct(f),
-                    None => Cell::S(Box::new(s)),
-                }
-            }
-        }
-    }
-
-    pub fn to_py(&self) -> Py {
-        match self {
-            Cell::None => Py::None,
-            Cell::F(f) => Py::F(*f),
-            Cell::I(i) => Py::I(*i),
-            Cell::B(b) => Py::B(*b),
-            Cell::Lit(s) => Py::Lit(s),
-            Cell::Pct(f) => {
-                let mut t = String::with_capacity(24);
-                crate::formats::pyfmt::pct_into(*f, &mut t);
-                Py::S(t)
-            }
-            Cell::S(s) => Py::S(String::clone(s)),
-            Cell::V(v) => Py::V(**v),
-        }
-    }
-}
 
 /// The two graphs and dumps of a compare, from which [`Comparison::results_of`] derives rows.
 #[derive(Clone, Copy)]

@@ -23,16 +23,18 @@
 //!   above 0.9999; EucDist is not rounded.
 
 use crate::base::error::Diagnostic;
+use crate::base::{join_path, Files};
 use crate::compare::{
-    raise, rows_for, set_result, str2float, ApiRows, Comparison, Ignore, ItemResult, Level, Row,
+    raise, rows_for, set_result, str2float, ApiRows, Comparison, Ignore, Level, Row,
     IGNORE_PRECISION,
 };
 use crate::formats::dump::RankDump;
 use crate::formats::json::Store;
+use crate::formats::keys::k;
 use crate::formats::tensor::{f16_to_f32, f32_to_f16, read_tensor, DType, Data, Tensor};
-use crate::graph::items::{k, Item, ItemMap, Mode, Py};
+use crate::graph::cells::ItemResult;
+use crate::graph::items::{Item, ItemMap, Mode, Py};
 use crate::graph::{Graph, Precision};
-use crate::run::{join, Files};
 
 const MSG_ONE_THOUSANDTH: &str =
     "error: The input/parameters of One Thousandth Err Ratio > 0.9 while the output < 0.6.";
@@ -422,7 +424,7 @@ fn load(
             "{data_name}: a data_name must be a file name in dump_tensor_data"
         ));
     }
-    let path = join(dir, data_name);
+    let path = join_path(dir, data_name);
     let (suffix, which) = match reader {
         Reader::Pt => (".pt", "PyTorch"),
         Reader::Npy => (".npy", "MindSpore"),
@@ -443,7 +445,7 @@ fn load(
 /// a `dump_data_dir`, and nothing it can find when it names none.
 fn tensor_dir(d: &RankDump, side: Option<&TensorSide>) -> Option<String> {
     d.dump_data_dir.as_deref().filter(|s| !s.is_empty())?;
-    side.map(|s| join(s.rank_dir, "dump_tensor_data"))
+    side.map(|s| join_path(s.rank_dir, "dump_tensor_data"))
 }
 
 fn data_name_of(store: &Store, maps: [&ItemMap; 2], name: &str) -> String {

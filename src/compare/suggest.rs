@@ -29,10 +29,11 @@
 
 use crate::base::HashMap;
 use crate::compare::manual_match;
+use crate::compare::pair::PairResult;
 use crate::formats::json::Store;
-use crate::graph::items::{k, Item, Py, State};
+use crate::formats::keys::k;
+use crate::graph::items::{Item, Py, State};
 use crate::graph::{Graph, NodeId, NodeOp, ROOT};
-use crate::run::PairResult;
 
 /// The default minimum score of a suggestion that "accept all" takes.
 pub const DEFAULT_MIN_SCORE: f64 = 0.65;

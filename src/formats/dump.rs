@@ -6,7 +6,7 @@
 //! entry (msprobe's `-oc`) is decided here, while the entry is at hand, so later stages need not
 //! walk the raw data again.
 
-use crate::base::error::{Diagnostic, Error, ErrorKind, Place, Result};
+use crate::base::error::{Diagnostic, Error, ErrorKind, Place, Result, MAX_FILE_BYTES};
 use crate::base::names::{NameId, NameMap, Names};
 use crate::formats::json::{line_col, KeyId, LineBase, Reader, Store, SyntaxError, Val};
 use crate::formats::pyfmt::py_str;
@@ -136,10 +136,6 @@ pub struct RankDump {
 
 /// Deepest item nesting msprobe's `op_item_parse` accepts (`Const.MAX_DEPTH`).
 pub const MAX_ITEM_DEPTH: usize = 400;
-
-/// The largest file the core reads: offsets into a [`Store`] are `u32`, and a wasm32 page could
-/// never hold more. dump.json and stack.json share one store, so they count together.
-pub const MAX_FILE_BYTES: u64 = u32::MAX as u64;
 
 fn syntax(file: &str, buf: &[u8], e: SyntaxError) -> Error {
     let (l, c) = line_col(buf, e.offset);
@@ -621,7 +617,7 @@ impl RankParser {
             ));
         }
         let mut rd = RankDump::empty(names);
-        crate::graph::items::intern_known_keys(&mut rd.store);
+        crate::formats::keys::intern_known_keys(&mut rd.store);
         Ok(RankParser {
             rd,
             construct_err: None,
@@ -1366,7 +1362,7 @@ impl RankDump {
         let new_format = self
             .stack_raw
             .get("0")
-            .is_some_and(|v| crate::graph::items::truthy(&self.store, v));
+            .is_some_and(|v| crate::formats::keys::truthy(&self.store, v));
         if !new_format {
             self.stack_by_name = self.stack_raw.clone();
             return Ok(());
@@ -1501,7 +1497,7 @@ impl RankDump {
                     None,
                 ));
             }
-            if !crate::graph::items::truthy(store, v) {
+            if !crate::formats::keys::truthy(store, v) {
                 continue;
             }
             match v {
@@ -1714,7 +1710,7 @@ const IO_KEYS: [&str; 5] = [
     "parameters",
 ];
 
-use crate::graph::items::k;
+use crate::formats::keys::k;
 
 /// One step of a JSON path inside an entry.
 #[derive(Debug, Clone, Copy)]

@@ -4,6 +4,7 @@
 
 pub mod dump;
 pub mod json;
+pub mod keys;
 pub mod overflow;
 pub mod pyfmt;
 pub mod tensor;

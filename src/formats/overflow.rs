@@ -4,7 +4,7 @@
 
 use crate::formats::dump::OverflowLevel;
 use crate::formats::json::{KeyId, Store, Val};
-use crate::graph::items::k;
+use crate::formats::keys::k;
 
 /// `has_nan_inf`: a dict whose top-level Max/Min/Mean prints as inf/-inf/nan.
 fn has_nan_inf(store: &Store, v: Val) -> bool {
@@ -147,7 +147,7 @@ pub fn entry_scene(store: &Store, name: &str, entry: Val) -> Option<OverflowLeve
     if !matches!(entry, Val::Obj { .. }) {
         return None;
     }
-    // The dump's store interns the known keys first (`items::intern_known_keys`).
+    // The dump's store interns the known keys first (`keys::intern_known_keys`).
     let e = store.obj(entry);
     let input_args = e
         .get(k::INPUT_ARGS)

@@ -4,6 +4,7 @@
 //! stored: a node keeps the index of its dump entry and [`Graph::io`] derives them on demand, so
 //! a graph costs a few dozen bytes per node beyond its name.
 
+pub mod cells;
 pub mod items;
 
 use crate::base::error::{Error, Result};
@@ -915,7 +916,7 @@ impl Builder<'_> {
         };
         let falsy = match stack {
             Stack::Empty => true,
-            Stack::Val(v) => !crate::graph::items::truthy(&self.d.store, v),
+            Stack::Val(v) => !crate::formats::keys::truthy(&self.d.store, v),
             Stack::NoForward => false,
         };
         if falsy && (backward_n(name).is_some() || name.ends_with(".backward")) {

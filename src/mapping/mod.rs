@@ -720,7 +720,7 @@ fn make_items(d: &RankDump) -> std::result::Result<Items<'_>, Fail> {
         let owned: String;
         if !is_layer && api_type != "Primitive" && api_type != "Jit" {
             let stack = d.stack_raw.get(name);
-            if let Some(sv) = stack.filter(|v| crate::graph::items::truthy(store, *v)) {
+            if let Some(sv) = stack.filter(|v| crate::formats::keys::truthy(store, *v)) {
                 // stack.json groups many entries under one stack value: scan each value once.
                 if let Val::List { start, len } = sv {
                     use std::collections::hash_map::Entry;

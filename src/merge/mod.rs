@@ -15,13 +15,16 @@
 //! are kept in [`Graph::io_override`], the lines in [`Graph::merge_info`].
 
 use crate::base::error::{Error, Result};
+use crate::base::Files;
+use crate::compare::pair::{PairResult, Side};
 use crate::compare::{compare, compare_mode, CompareOptions};
 use crate::formats::dump::RankDump;
 use crate::formats::json::{Store, Val};
+use crate::formats::keys::k;
 use crate::formats::pyfmt::float_repr;
-use crate::graph::items::{k, Item, ItemMap, Mode, Num, Py};
+use crate::graph::items::{Item, ItemMap, Mode, Num, Py};
 use crate::graph::{Graph, Node, NodeId, NodeOp, Stack, ROOT};
-use crate::run::{Files, PairResult, RunOptions, Side};
+use crate::run::RunOptions;
 
 /// One side's parallel parameters (`ParallelParam`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,12 +5,12 @@
 //! `sqlite_writer` packs into the file the CLI writes.
 
 use crate::base::error::Diagnostic;
+use crate::compare::pair::PairResult;
 use crate::compare::{Comparison, Sides};
 use crate::formats::dump::RankDump;
 use crate::formats::pyfmt::{json_dumps, json_str, json_str_iter_into, json_str_list};
 use crate::graph::items::{ItemMap, ItemWriter, Mode, NodeFormat};
 use crate::graph::{Graph, NodeId, Stack, NO_FORWARD_STACK};
-use crate::run::PairResult;
 use std::collections::HashMap;
 
 /// One `tb_nodes` row: owned (`NodeRow`), or, as the export hands rows to a [`Sink`],

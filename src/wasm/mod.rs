@@ -4,9 +4,11 @@
 //! file that touches wasm-bindgen.
 
 use crate::base::error::{Error, Result};
+use crate::base::Files;
+use crate::compare::pair::PairResult;
 use crate::formats::dump::RankDump;
 use crate::mapping::LayerMapping;
-use crate::run::{self, Files, PairResult, RunOptions};
+use crate::run::{self, RunOptions};
 use crate::view::{self, Order, SideSel};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -235,11 +237,11 @@ impl MemFiles {
         if let Some(d) = self.parsed.get(dir) {
             return Ok(d.clone());
         }
-        working_on(self.display(&run::join(dir, "dump.json")));
+        working_on(self.display(&crate::base::join_path(dir, "dump.json")));
         let d = Arc::new(run::load_rank(self, dir)?);
         self.parse_count += 1;
         for name in ["dump.json", "construct.json", "stack.json"] {
-            let p = run::join(dir, name);
+            let p = crate::base::join_path(dir, name);
             if let Some(b) = self.files.get_mut(&p) {
                 *b = Arc::default();
                 self.released.insert(p);
@@ -406,7 +408,7 @@ impl Files for MemFiles {
             return Ok(Cow::Borrowed(b.as_slice()));
         }
         if let Some(&size) = self.lazy.get(path) {
-            if size > crate::formats::dump::MAX_FILE_BYTES as f64 {
+            if size > crate::base::error::MAX_FILE_BYTES as f64 {
                 return Err(Error::file_too_large(self.display(path), size as u64));
             }
             return self.read_lazy(path).map(Cow::Owned);
@@ -416,7 +418,7 @@ impl Files for MemFiles {
     fn size(&self, path: &str) -> Result<u64> {
         match self.lazy.get(path) {
             Some(&size) if !self.files.contains_key(path) => {
-                if size > crate::formats::dump::MAX_FILE_BYTES as f64 {
+                if size > crate::base::error::MAX_FILE_BYTES as f64 {
                     return Err(Error::file_too_large(self.display(path), size as u64));
                 }
                 Ok(size as u64)
@@ -959,7 +961,7 @@ impl Session {
         let path = path.trim_start_matches('/').to_string();
         s.changed(&path);
         // Refused from its size, before any byte is read (the CLI's check and message).
-        if total > crate::formats::dump::MAX_FILE_BYTES as f64 {
+        if total > crate::base::error::MAX_FILE_BYTES as f64 {
             return Err(side_err(
                 side,
                 &Error::file_too_large(s.display(&path), total as u64),

@@ -2,8 +2,10 @@
 //! `.vis.db`. All IO (files, clock, SQLite, terminal) lives here; the library does none.
 
 use probelens::base::error::{Error, Result};
+use probelens::base::Files;
+use probelens::compare::pair::PairResult;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, Files, PairPlan, Plan, RunOptions};
+use probelens::run::{self, PairPlan, Plan, RunOptions};
 use probelens::visdb;
 use probelens::visdb::export::{
     self, ConfigRow, DistNode, GraphExport, GraphRows, NodeRow, Sink, StackRow,
@@ -355,7 +357,7 @@ impl Files for FsFiles {
         let p = self.root.join(path);
         // Refuse before reading what the core could never hold (its offsets are 32-bit).
         if let Ok(m) = std::fs::metadata(&p) {
-            if m.len() > probelens::formats::dump::MAX_FILE_BYTES {
+            if m.len() > probelens::base::error::MAX_FILE_BYTES {
                 return Err(Error::file_too_large(self.display(path), m.len()));
             }
         }
@@ -367,7 +369,7 @@ impl Files for FsFiles {
     fn size(&self, path: &str) -> Result<u64> {
         let p = self.root.join(path);
         match std::fs::metadata(&p) {
-            Ok(m) if m.len() > probelens::formats::dump::MAX_FILE_BYTES => {
+            Ok(m) if m.len() > probelens::base::error::MAX_FILE_BYTES => {
                 Err(Error::file_too_large(self.display(path), m.len()))
             }
             Ok(m) if m.is_file() => Ok(m.len()),
@@ -679,7 +681,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
         Some(None) => Some(LayerMapping::empty()),
         Some(Some(p)) => {
             if let Ok(m) = std::fs::metadata(p) {
-                if m.len() > probelens::formats::dump::MAX_FILE_BYTES {
+                if m.len() > probelens::base::error::MAX_FILE_BYTES {
                     return Err(Error::input(
                         p.display().to_string(),
                         format!(
@@ -795,7 +797,7 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
             for (i, unit) in units.iter().enumerate() {
                 let tp = Instant::now();
                 let mut t_parse = std::time::Duration::ZERO;
-                let results: Vec<(PairPlan, run::PairResult)> = match unit {
+                let results: Vec<(PairPlan, PairResult)> = match unit {
                     Unit::Single(pair) => {
                         let (res, parsed) = run_loaded_pair(
                             &npu,
@@ -1031,7 +1033,7 @@ fn run_parallel_step(
     params: &[probelens::merge::ParallelParams],
     opts: &RunOptions,
     for_db: bool,
-) -> Result<Vec<(PairPlan, run::PairResult)>> {
+) -> Result<Vec<(PairPlan, PairResult)>> {
     use probelens::merge::{self, SideOf};
     let mut load = |side: SideOf, dir: &str| match (side, bench) {
         (SideOf::Bench, Some(b)) => run::load_rank(b, dir),
@@ -1147,7 +1149,7 @@ fn run_loaded_pair(
     opts: &RunOptions,
     parallel_checkers: bool,
     since: Instant,
-) -> Result<(run::PairResult, std::time::Duration)> {
+) -> Result<(PairResult, std::time::Duration)> {
     use probelens::formats::dump::RankDump;
     use std::sync::Arc;
     let bench = bench.zip(pair.bench_dir.as_deref());
@@ -1193,13 +1195,13 @@ fn run_loaded_pair(
 
 /// `--no-db`: the last pair's result is not freed, the process ends right after (the OS takes
 /// the memory back at exit at no cost; freeing the scale pair's result takes ~10 ms).
-fn leave_to_exit(res: run::PairResult) {
+fn leave_to_exit(res: PairResult) {
     std::mem::forget(res);
 }
 
 /// `--no-db`: builds and compares every pair and prints counts; writes nothing.
 /// `--no-db`'s line for one pair: node, matched and error counts of the NPU graph.
-fn print_counts(pair: &PairPlan, res: &run::PairResult) {
+fn print_counts(pair: &PairPlan, res: &PairResult) {
     let g = &res.npu.graph;
     let reachable = g.post_order();
     let matched = reachable
@@ -1436,7 +1438,7 @@ fn parse_suggest_args(argv: &[String]) -> std::result::Result<SuggestArgs, Strin
 /// The text of a layer-mapping file (for `suggest`).
 fn read_yaml(p: &Path) -> Result<String> {
     if let Ok(m) = std::fs::metadata(p) {
-        if m.len() > probelens::formats::dump::MAX_FILE_BYTES {
+        if m.len() > probelens::base::error::MAX_FILE_BYTES {
             return Err(Error::input(
                 p.display().to_string(),
                 format!(

@@ -1,4 +1,4 @@
-//! Shared helpers of the golden tests (`tests/golden_*.rs`).
+//! Shared helpers of the golden tests (`tests/it/golden_*.rs`).
 //!
 //! A golden case is one file `tests/golden/cases/<name>.case`: a few comment lines saying which
 //! rule of msprobe-format.md it pins down, an `args:` line, and the tiny dump files written inline
@@ -10,10 +10,9 @@
 //! post-analysis) over an in-memory [`Files`], and returns the same tables. Each layer's test file
 //! compares the columns of its layer with [`check`]; `golden_output.rs` compares every cell.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
+use probelens::base::Files;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, Files, RunOptions};
+use probelens::run::{self, RunOptions};
 use probelens::visdb::export::{self, ConfigRow, DistNode, GraphExport, NodeRow, StackRow};
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -2,16 +2,15 @@
 //! (made with the hand-written mapping), exported from nothing, are reproduced by the core with the
 //! exported yaml; exporting into an existing yaml keeps its text.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use probelens::compare::pair::PairResult;
 use probelens::mapping::export::export_mapping;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, PairResult, RunOptions};
+use probelens::run::{self, RunOptions};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use common::DiskFiles as Dir;
 

@@ -1,8 +1,8 @@
 //! Golden tests of the graph layer (msprobe-format.md §1.3, §1.4, §3): tree shape, sibling and
 //! post-order, node types, micro steps and stacks of each node, against msprobe's frozen output
-//! for the cases under `tests/golden/cases/` (see `tests/common/mod.rs`).
+//! for the cases under `tests/golden/cases/` (see `tests/it/common.rs`).
 
-mod common;
+use crate::common;
 
 use common::{Tables, GRAPH_COLS, STACK_COLS};
 

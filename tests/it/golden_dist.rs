@@ -2,7 +2,7 @@
 //! `matched_distributed` cell of every node across the ranks of a run, against msprobe's frozen
 //! output for the cases under `tests/golden/cases/`.
 
-mod common;
+use crate::common;
 
 use common::{Tables, DIST_COLS};
 

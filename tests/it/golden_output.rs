@@ -2,7 +2,7 @@
 //! and `tb_config`, against msprobe's frozen output for the cases under `tests/golden/cases/`.
 //! Also: every case of every layer compared cell by cell, and every case has a named test.
 
-mod common;
+use crate::common;
 
 use common::{Cell, Outcome, Tables};
 
@@ -101,7 +101,7 @@ fn every_case_through_the_cli() {
 /// Every case file is checked by a named test of its layer (and has an expectation).
 #[test]
 fn every_case_has_a_test() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it");
     let mut sources = String::new();
     for e in std::fs::read_dir(&dir).unwrap().flatten() {
         let n = e.file_name().to_string_lossy().to_string();

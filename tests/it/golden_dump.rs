@@ -1,8 +1,8 @@
 //! Golden tests of the dump layer (msprobe-format.md §1, §3.2, §6.3): how each dump.json entry
 //! becomes the `input_data`/`output_data` cells msprobe writes. Inputs and msprobe's frozen output
-//! are under `tests/golden/cases/` (see `tests/common/mod.rs`).
+//! are under `tests/golden/cases/` (see `tests/it/common.rs`).
 
-mod common;
+use crate::common;
 
 use common::{Tables, DATA_COLS};
 

@@ -2,14 +2,8 @@
 //! exactly what a whole-file parse gives: the same model, the same error, message and place, for
 //! every rank folder of the fixtures and of the bad-input corpus, cut at every kind of boundary.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 // The fuzz bodies' comparable summary and chunked parse (the fuzzer checks the same property).
-#[allow(dead_code)]
-#[path = "../fuzz/src/lib.rs"]
-mod bodies;
-
-use bodies::{parse_chunked as chunked, summary};
+use crate::bodies::{parse_chunked as chunked, summary};
 use probelens::formats::dump::{FileNames, RankDump};
 use std::path::{Path, PathBuf};
 

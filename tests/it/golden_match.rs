@@ -2,7 +2,7 @@
 //! (`matched_node_link` on both sides) and whether a verdict was computed (`precision_index`),
 //! against msprobe's frozen output for the cases under `tests/golden/cases/`.
 
-mod common;
+use crate::common;
 
 use common::{Tables, MATCH_COLS};
 

@@ -2,11 +2,7 @@
 //! (the bad-input corpus and the mappings): the fuzz crate is not part of the build, so this
 //! keeps it compiling and replays the seeds every time (a body must never panic).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "../fuzz/src/lib.rs"]
-mod bodies;
-
+use crate::bodies;
 use std::path::Path;
 
 fn read(p: &Path) -> Vec<u8> {

@@ -2,7 +2,7 @@
 //! NPU items (`input_data`/`output_data`) and each node's `precision_index`, against msprobe's
 //! frozen output for the cases under `tests/golden/cases/`.
 
-mod common;
+use crate::common;
 
 use common::{Tables, COMPARE_COLS};
 

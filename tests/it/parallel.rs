@@ -1,9 +1,7 @@
 //! Parallel merge (`--rank_size/--tp/--pp/--vpp/--order`): the parameter checks (msprobe's
 //! messages), the `--file_type json` export, `--no-db` and the no-parallel merge. The merges
 //! themselves (TP, PP, VPP, TP+PP, TP+PP+DP) are diffed against msprobe's references in
-//! `tests/fidelity.rs` (`parallel_*` fixtures).
-
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `tests/it/fidelity.rs` (`parallel_*` fixtures).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! every node (scenes and ignore rules) and `tb_config.overflow_check`, against msprobe's frozen
 //! output for the cases under `tests/golden/cases/`.
 
-mod common;
+use crate::common;
 
 use common::{Tables, OVERFLOW_COLS};
 

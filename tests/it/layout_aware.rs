@@ -2,13 +2,13 @@
 //! other (Megatron `[s, b, h]` vs HF `[b, s, h]`) pass the shape check, so cross-framework nodes
 //! get verdicts from their statistics; genuine differences and non-permuted shapes still fail.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use probelens::base::error::Result;
+use probelens::base::Files;
 use probelens::compare::manual_match;
+use probelens::compare::pair::PairResult;
 use probelens::formats::dump::RankDump;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, Files, PairResult, RunOptions};
+use probelens::run::{self, RunOptions};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 

@@ -2,15 +2,14 @@
 //! same numbers msprobe computes for that pair, and unmatch + re-match restores the automatic
 //! result exactly.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use probelens::compare::pair::PairResult;
 use probelens::compare::{manual_match, unmatch};
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, PairResult, RunOptions};
+use probelens::run::{self, RunOptions};
 use probelens::visdb::export::{export_graph, GraphExport, NodeRow, StackRow};
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 use common::DiskFiles as Dir;
 

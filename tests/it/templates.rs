@@ -1,14 +1,12 @@
 //! The shipped mapping templates: the reverse Qwen2.5 template (LLaMA-Factory as NPU) maps the
 //! same node pairs as the forward one, mirrored; every template parses.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use probelens::mapping::LayerMapping;
 use probelens::run::{self, RunOptions};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use common::DiskFiles as Dir;
 

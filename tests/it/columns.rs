@@ -2,16 +2,15 @@
 //! real compare (and of a build) hold, node for node, the graph's values in the pre-orders the
 //! page's indices refer to.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod columns_layout;
-mod common;
+use crate::columns_layout;
+use crate::common;
 
 use columns_layout::decode;
 use common::DiskFiles;
+use probelens::compare::pair::PairResult;
 use probelens::graph::{Graph, NodeId};
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, PairResult, RunOptions};
+use probelens::run::{self, RunOptions};
 use probelens::view::{columns_len, graph_columns, orders, write_columns, Order, COLUMNS_OVERFLOW};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

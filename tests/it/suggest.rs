@@ -3,16 +3,15 @@
 //! msprobe finds with the hand-written layer_mapping.yaml, and contradicts none of them. The
 //! accepted module pairs, exported to a yaml, are reproduced by the CLI.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use probelens::compare::pair::PairResult;
 use probelens::compare::suggest::{accept_all, suggest, DEFAULT_MIN_SCORE};
 use probelens::mapping::export::export_mapping;
-use probelens::run::{self, PairResult, RunOptions};
+use probelens::run::{self, RunOptions};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use common::DiskFiles as Dir;
 

@@ -3,12 +3,13 @@
 //! - a dump compared with itself matches every node, with precision 0 (or none) and zero diffs;
 //! - results do not depend on the order in which a folder's files are listed (`Files::list`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use probelens::base::error::{Error, Result};
-use probelens::compare::{ItemResult, Sides};
+use probelens::base::Files;
+use probelens::compare::pair::PairResult;
+use probelens::compare::Sides;
+use probelens::graph::cells::ItemResult;
 use probelens::graph::items::Py;
-use probelens::run::{self, Files, RunOptions};
+use probelens::run::{self, RunOptions};
 use probelens::visdb::export::{self, GraphExport, NodeRow, StackRow};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -25,7 +26,7 @@ impl MemFiles {
         fn walk(dir: &Path, rel: &str, out: &mut BTreeMap<String, Vec<u8>>) {
             for e in std::fs::read_dir(dir).unwrap().flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let r = run::join(rel, &name);
+                let r = probelens::base::join_path(rel, &name);
                 if e.path().is_dir() {
                     walk(&e.path(), &r, out);
                 } else {
@@ -413,7 +414,7 @@ fn prepared_sides_do_not_change_results() {
     let runs = each_fixture_matching(|case, nf, bf, mut opts| {
         opts.join = Some(two_threads);
         let plan = run::plan(nf, Some(bf)).unwrap();
-        let rows = |res: &run::PairResult, p: &run::PairPlan| {
+        let rows = |res: &PairResult, p: &run::PairPlan| {
             let mut sink: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
             for x in [
                 GraphExport::npu(res, p.step, p.rank),
@@ -429,7 +430,7 @@ fn prepared_sides_do_not_change_results() {
                 load(nf, &p.npu_dir),
                 load(bf, p.bench_dir.as_deref().unwrap()),
             );
-            let said = |res: &run::PairResult| -> Vec<String> {
+            let said = |res: &PairResult| -> Vec<String> {
                 res.diagnostics.iter().map(|d| d.to_string()).collect()
             };
             for defer in [false, true] {

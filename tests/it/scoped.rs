@@ -3,16 +3,15 @@
 //! that need different renames (the Qwen2.5-VL vision blocks and text layers are both
 //! `TransformerLayer` in MindSpeed-MM) can be mapped by one yaml; a class-keyed yaml cannot.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use probelens::compare::pair::PairResult;
 use probelens::mapping::export::export_mapping;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, PairResult, RunOptions};
+use probelens::run::{self, RunOptions};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use common::DiskFiles as Dir;
 

@@ -3,7 +3,7 @@
 //! and which layouts fail, against msprobe's frozen output for the cases under
 //! `tests/golden/cases/`.
 
-mod common;
+use crate::common;
 
 use common::Tables;
 

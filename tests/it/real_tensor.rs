@@ -1,15 +1,14 @@
-//! Real-tensor compare through the library (the CLI path is in tests/fidelity.rs): without the
+//! Real-tensor compare through the library (the CLI path is in tests/it/fidelity.rs): without the
 //! tensor files every metric is `unsupported` and a warning says why; `run_pair` alone leaves
 //! the pairs queued; a manual unmatch + re-match computes the same rows again.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
+use probelens::compare::pair::PairResult;
 use probelens::compare::{manual_match, unmatch};
-use probelens::run::{self, PairResult, RunOptions, TensorFiles};
+use probelens::run::{self, RunOptions, TensorFiles};
 use probelens::visdb::export::{export_graph, GraphExport, NodeRow, StackRow};
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 use common::DiskFiles as Dir;
 

@@ -3,7 +3,7 @@
 //! §3.8 overflow, §4.3 the `Cell` yaml key and MindSpore stack scopes, §5 compare modes): every
 //! cell of msprobe's frozen db for the `ms_*` cases under `tests/golden/cases/`.
 
-mod common;
+use crate::common;
 
 /// The MindSpore cases cut across layers: the whole db.
 fn check(case: &str) {

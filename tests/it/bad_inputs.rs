@@ -7,8 +7,6 @@
 //! to msprobe's, cell by cell. Every case must finish quickly (no hang) and leave no partial file
 //! behind on error.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use rusqlite::types::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};

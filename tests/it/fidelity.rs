@@ -3,8 +3,6 @@
 //! `.vis.db` to equal msprobe's table by table (the rules of shared/tools/visdb_diff.py: rows by
 //! primary key, JSON columns compared parsed and with key order, `dump_data_dir` ignored).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use rusqlite::types::Value;
 use std::collections::BTreeMap;
 use std::io::Read;
