@@ -9,7 +9,7 @@
 //! count instructions under callgrind).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 use probelens::formats::dump::{FileNames, RankDump};
-use probelens::run::{run_pair, RunOptions};
+use probelens::run::{run_pair, PairInput, RunOptions};
 use probelens::visdb::export::{export_graph, GraphExport, NodeRow, Sink, StackRow};
 use std::hash::Hasher;
 
@@ -106,7 +106,7 @@ fn main() {
         layer_mapping: Some(probelens::mapping::LayerMapping::parse(&a[3], &text).expect("yaml")),
         ..Default::default()
     };
-    let r = run_pair(load(&a[1]), Some(load(&a[2])), &opts).expect("run");
+    let r = run_pair(PairInput::new(load(&a[1]), Some(load(&a[2]))), &opts).expect("run");
     let sides = [
         GraphExport::npu(&r, 0, 0),
         GraphExport::bench(&r, 0, 0).expect("bench"),

@@ -2,7 +2,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 //! `cargo run --release --example memstat -- NPU_RANK_DIR BENCH_RANK_DIR MAPPING.yaml`.
 use probelens::formats::dump::{FileNames, RankDump};
-use probelens::run::{run_pair, RunOptions};
+use probelens::run::{run_pair, PairInput, RunOptions};
 
 fn rss() -> String {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -47,7 +47,7 @@ fn main() {
         ..Default::default()
     };
     let t = std::time::Instant::now();
-    let r = run_pair(n, Some(b), &opts).expect("run");
+    let r = run_pair(PairInput::new(n, Some(b)), &opts).expect("run");
     eprintln!("after run ({:.2?}): {}", t.elapsed(), rss());
     eprintln!(
         "nodes {} / {} (Node {} B)",

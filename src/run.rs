@@ -383,26 +383,10 @@ pub(crate) fn compare_framework(npu: &RankDump, bench: &RankDump) -> Result<()> 
     ))
 }
 
-/// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
-pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Result<PairResult> {
-    run_pair_shared(Arc::new(npu), bench.map(Arc::new), opts)
-}
-
-/// [`run_pair`] over dumps that may already belong to an earlier result (`PairResult`'s sides
-/// share them): parsed dumps are never changed by building or comparing, so a pair can be run
-/// again with other options without parsing its files again.
-pub fn run_pair_shared(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, false, None, None)
-}
-
 /// The work on one side of a pair that needs that side's dump alone: its graph and, with a
 /// layer mapping, its part of the mapping ([`MappingSide`]). A host that parses the two sides
 /// side by side makes each side's as soon as its dump is parsed (the CLI: the Bench side while
-/// the larger NPU side is still being parsed) and hands them to [`run_pair_prepared`].
+/// the larger NPU side is still being parsed) and hands them to [`run_pair`] in its [`PairInput`].
 #[derive(Debug)]
 pub struct Prepared<'d> {
     dump: &'d RankDump,
@@ -460,54 +444,64 @@ impl<'d> Prepared<'d> {
     }
 }
 
-/// [`run_pair_shared`] (or, with `parallel_checkers`, [`run_pair_shared_parallel_checkers`])
-/// with each side's [`Prepared`] work done already; one made of another dump than the pair's
-/// is done again.
-pub fn run_pair_prepared(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-    parallel_checkers: bool,
-    npu_prepared: Prepared<'_>,
-    bench_prepared: Option<Prepared<'_>>,
-) -> Result<PairResult> {
-    run_pair_impl(
+/// The checker set of a pair's compare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Checkers {
+    /// msprobe's statistics checkers.
+    #[default]
+    Standard,
+    /// msprobe's parallel-merge set (no shape check), which it also uses with `--rank_size` on a
+    /// single rank folder: nothing to merge, but the same compare as a merge.
+    ParallelMerge,
+}
+
+/// What one pair's run starts from: its parsed sides (no Bench side: a build), each side's
+/// [`Prepared`] work if the host did it already (one made of another dump than the pair's is
+/// done again), and the checker set.
+///
+/// The dumps are shared (`Arc`): parsed dumps are never changed by building or comparing, so a
+/// pair can be run again with other options without parsing its files again (the page, and
+/// [`PairResult`]'s sides, keep them).
+#[derive(Debug)]
+pub struct PairInput<'d> {
+    pub npu: Arc<RankDump>,
+    pub bench: Option<Arc<RankDump>>,
+    pub npu_prepared: Option<Prepared<'d>>,
+    pub bench_prepared: Option<Prepared<'d>>,
+    pub checkers: Checkers,
+}
+
+impl<'d> PairInput<'d> {
+    /// A pair of freshly parsed dumps, nothing prepared, the standard checkers.
+    pub fn new(npu: RankDump, bench: Option<RankDump>) -> PairInput<'d> {
+        PairInput::shared(Arc::new(npu), bench.map(Arc::new))
+    }
+
+    /// [`PairInput::new`] over dumps that may already belong to an earlier result.
+    pub fn shared(npu: Arc<RankDump>, bench: Option<Arc<RankDump>>) -> PairInput<'d> {
+        PairInput {
+            npu,
+            bench,
+            npu_prepared: None,
+            bench_prepared: None,
+            checkers: Checkers::Standard,
+        }
+    }
+}
+
+/// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
+///
+/// A real-tensor dump's matched pairs are left queued in `Comparison::real_data`, matched but
+/// without a verdict: [`compare_pair_tensors`] compares their tensors.
+pub fn run_pair(input: PairInput<'_>, opts: &RunOptions) -> Result<PairResult> {
+    let PairInput {
         npu,
         bench,
-        opts,
-        parallel_checkers,
-        Some(npu_prepared),
+        npu_prepared,
         bench_prepared,
-    )
-}
-
-/// [`run_pair`] as msprobe runs it with `--rank_size` on a single rank folder: nothing to merge,
-/// but the compare uses the parallel-merge checker set (no shape check).
-pub fn run_pair_parallel_checkers(
-    npu: RankDump,
-    bench: Option<RankDump>,
-    opts: &RunOptions,
-) -> Result<PairResult> {
-    run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true, None, None)
-}
-
-/// [`run_pair_parallel_checkers`] over dumps kept parsed (the page).
-pub fn run_pair_shared_parallel_checkers(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, true, None, None)
-}
-
-fn run_pair_impl(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-    parallel_merge: bool,
-    npu_prepared: Option<Prepared<'_>>,
-    bench_prepared: Option<Prepared<'_>>,
-) -> Result<PairResult> {
+        checkers,
+    } = input;
+    let parallel_merge = checkers == Checkers::ParallelMerge;
     let (npu_graph, npu_side) = Prepared::of(npu_prepared, &npu);
     // What the parser read through comes first.
     let mut parsed: Vec<Diagnostic> = npu.diagnostics.clone();
@@ -608,23 +602,10 @@ pub struct TensorFiles<'a> {
     pub bench_dir: &'a str,
 }
 
-/// [`run_pair`], then, for a real-tensor dump (task `tensor`), the tensor compare of every
-/// matched pair (`realdata::compare_tensors`). Without `tensors` (or where a file cannot be
-/// read) the metrics are `unsupported`, as msprobe reports unreadable files. [`run_pair`] alone
-/// leaves such pairs queued in `Comparison::real_data`, matched but without a verdict.
-pub fn run_pair_with_tensors(
-    npu: RankDump,
-    bench: Option<RankDump>,
-    opts: &RunOptions,
-    tensors: Option<&TensorFiles>,
-) -> Result<PairResult> {
-    let mut res = run_pair(npu, bench, opts)?;
-    compare_pair_tensors(&mut res, tensors);
-    Ok(res)
-}
-
 /// The tensor compare of a finished pair's queued real-data pairs (after [`run_pair`] or a
-/// manual match).
+/// manual match), for a real-tensor dump (task `tensor`): `realdata::compare_tensors` on every
+/// matched pair. Without `tensors` (or where a file cannot be read) the metrics are
+/// `unsupported`, as msprobe reports unreadable files.
 pub fn compare_pair_tensors(res: &mut PairResult, tensors: Option<&TensorFiles>) {
     let (Some(bench), Some(cmp)) = (res.bench.as_ref(), res.comparison.as_mut()) else {
         return;

@@ -8,7 +8,7 @@ use crate::base::Files;
 use crate::compare::pair::PairResult;
 use crate::formats::dump::RankDump;
 use crate::mapping::LayerMapping;
-use crate::run::{self, RunOptions};
+use crate::run::{self, Checkers, PairInput, RunOptions};
 use crate::view::{self, Order, SideSel};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -623,7 +623,14 @@ impl Session {
                 .ok_or_else(|| js_err(format!("step {} is not in the loaded dumps", o.step)))?
                 .clone();
             let (nd, bd) = self.pair_dumps(&pair)?;
-            let mut res = run::run_pair_shared_parallel_checkers(nd, bd, &opts).map_err(js_err)?;
+            let mut res = run::run_pair(
+                PairInput {
+                    checkers: Checkers::ParallelMerge,
+                    ..PairInput::shared(nd, bd)
+                },
+                &opts,
+            )
+            .map_err(js_err)?;
             let tensors = pair.bench_dir.as_deref().map(|dir| run::TensorFiles {
                 npu: &self.npu,
                 npu_dir: &pair.npu_dir,
@@ -732,7 +739,7 @@ impl Session {
             ..RunOptions::default()
         };
         working_on(self.npu.display(&s.npu_dir));
-        let built = run::run_pair_shared(s.dump.clone(), None, &opts);
+        let built = run::run_pair(PairInput::shared(s.dump.clone(), None), &opts);
         let res = match built {
             Ok(res) => res,
             Err(e) => {
@@ -1137,7 +1144,7 @@ impl Session {
             ),
             None => self.npu.display(&pair.npu_dir),
         });
-        // Each run builds its graphs (the layer mapping first, as `run_pair_shared` does it). A
+        // Each run builds its graphs (the layer mapping first, as `run_pair` does it). A
         // build keeps no copy of its NPU graph for a compare of the same session: the page
         // compares in the session that adopts this side, and the copy (the 80-layer NPU graph:
         // 10.6 MB) sat in the heap beside the build view's graph and, freed, left a hole that
@@ -1153,7 +1160,7 @@ impl Session {
             bench_dir: dir,
         });
         let rebuild = bd.is_none().then_some(opts.overflow_check);
-        let mut res = run::run_pair_shared(nd, bd, &opts).map_err(js_err)?;
+        let mut res = run::run_pair(PairInput::shared(nd, bd), &opts).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());
         self.keep(res, pair.npu_dir, pair.bench_dir, rebuild)
     }

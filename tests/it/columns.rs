@@ -10,7 +10,7 @@ use common::DiskFiles;
 use probelens::compare::pair::PairResult;
 use probelens::graph::{Graph, NodeId};
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use probelens::view::{columns_len, graph_columns, orders, write_columns, Order, COLUMNS_OVERFLOW};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -104,7 +104,7 @@ fn pair(compare: bool) -> PairResult {
     };
     let nd = run::load_rank(&npu, &p.npu_dir).unwrap();
     let bd = compare.then(|| run::load_rank(&bench, p.bench_dir.as_ref().unwrap()).unwrap());
-    run::run_pair(nd, bd, &opts).unwrap()
+    run::run_pair(PairInput::new(nd, bd), &opts).unwrap()
 }
 
 /// The binary columns of both sides of a real compare hold, node for node, the graph's

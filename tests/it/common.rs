@@ -12,7 +12,7 @@
 
 use probelens::base::Files;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use probelens::visdb::export::{self, ConfigRow, DistNode, GraphExport, NodeRow, StackRow};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -459,7 +459,8 @@ fn run_inner(case: &Case) -> probelens::Result<Db> {
             }),
             _ => None,
         };
-        let res = run::run_pair_with_tensors(nd, bd, &opts, tensors.as_ref())?;
+        let mut res = run::run_pair(PairInput::new(nd, bd), &opts)?;
+        run::compare_pair_tensors(&mut res, tensors.as_ref());
         let nx = GraphExport::npu(&res, pair.step, pair.rank);
         let dn = export::export_graph(&nx, &mut sink);
         push("NPU", pair.step, pair.rank, dn);

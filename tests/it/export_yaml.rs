@@ -5,7 +5,7 @@
 use probelens::compare::pair::PairResult;
 use probelens::mapping::export::export_mapping;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -86,7 +86,7 @@ fn run_with(step: usize, yaml: &str) -> PairResult {
         layer_mapping: Some(lm),
         ..Default::default()
     };
-    run::run_pair(nd, Some(bd), &opts).unwrap()
+    run::run_pair(PairInput::new(nd, Some(bd)), &opts).unwrap()
 }
 
 fn matched(res: &PairResult) -> BTreeSet<(String, String)> {
@@ -243,8 +243,10 @@ fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
     let plan = run::plan(&n, Some(&b)).unwrap();
     let p = &plan.pairs[0];
     let mut res = run::run_pair(
-        run::load_rank(&n, &p.npu_dir).unwrap(),
-        Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        PairInput::new(
+            run::load_rank(&n, &p.npu_dir).unwrap(),
+            Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        ),
         &RunOptions::default(),
     )
     .unwrap();

@@ -8,7 +8,7 @@ use probelens::compare::manual_match;
 use probelens::compare::pair::PairResult;
 use probelens::formats::dump::RankDump;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
@@ -73,7 +73,7 @@ fn run_with(
         layout_aware,
         ..Default::default()
     };
-    run::run_pair(dumps.0, Some(dumps.1), &opts).unwrap()
+    run::run_pair(PairInput::new(dumps.0, Some(dumps.1)), &opts).unwrap()
 }
 
 /// (precision_index, every Err_message of the node) of an NPU node.

@@ -5,7 +5,7 @@
 use probelens::compare::pair::PairResult;
 use probelens::compare::{manual_match, unmatch};
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use probelens::visdb::export::{export_graph, GraphExport, NodeRow, StackRow};
 use std::path::Path;
 
@@ -30,8 +30,10 @@ fn case(lm: bool) -> PairResult {
         ..Default::default()
     };
     run::run_pair(
-        run::load_rank(&n, &p.npu_dir).unwrap(),
-        Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        PairInput::new(
+            run::load_rank(&n, &p.npu_dir).unwrap(),
+            Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        ),
         &opts,
     )
     .unwrap()

@@ -9,7 +9,7 @@ use probelens::compare::pair::PairResult;
 use probelens::compare::Sides;
 use probelens::graph::cells::ItemResult;
 use probelens::graph::items::Py;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use probelens::visdb::export::{self, GraphExport, NodeRow, StackRow};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -118,7 +118,7 @@ fn run_all_with(
     for p in &plan.pairs {
         let nd = run::load_rank(npu, &p.npu_dir).unwrap();
         let bd = run::load_rank(bench, p.bench_dir.as_deref().unwrap()).unwrap();
-        let res = run::run_pair(nd, Some(bd), opts).unwrap();
+        let res = run::run_pair(PairInput::new(nd, Some(bd)), opts).unwrap();
         let xs = [
             GraphExport::npu(&res, p.step, p.rank),
             GraphExport::bench(&res, p.step, p.rank).unwrap(),
@@ -156,7 +156,7 @@ fn a_dump_compared_with_itself_is_all_pass() {
         for p in &plan.pairs {
             let a = run::load_rank(&f, &p.npu_dir).unwrap();
             let b = run::load_rank(&f, &p.npu_dir).unwrap();
-            let res = run::run_pair(a, Some(b), &RunOptions::default()).unwrap();
+            let res = run::run_pair(PairInput::new(a, Some(b)), &RunOptions::default()).unwrap();
             let where_ = format!("{} step {} rank {}", root.display(), p.step, p.rank);
             assert!(
                 res.diagnostics.is_empty(),
@@ -435,7 +435,8 @@ fn prepared_sides_do_not_change_results() {
             };
             for defer in [false, true] {
                 opts.defer_verdicts = defer;
-                let want = run::run_pair_shared(dn.clone(), Some(db.clone()), &opts).unwrap();
+                let want =
+                    run::run_pair(PairInput::shared(dn.clone(), Some(db.clone())), &opts).unwrap();
                 let (want, want_said) = (rows(&want, p), said(&want));
                 let lm = opts.layer_mapping.as_ref();
                 // The last two: one side's work made of the other side's dump (it must be
@@ -448,9 +449,17 @@ fn prepared_sides_do_not_change_results() {
                 ] {
                     let np = run::Prepared::new(npu_from, lm, opts.join);
                     let bp = bench_from.map(|d| run::Prepared::new_bench(d, lm, None));
-                    let res =
-                        run::run_pair_prepared(dn.clone(), Some(db.clone()), &opts, false, np, bp)
-                            .unwrap();
+                    let res = run::run_pair(
+                        PairInput {
+                            npu: dn.clone(),
+                            bench: Some(db.clone()),
+                            npu_prepared: Some(np),
+                            bench_prepared: bp,
+                            checkers: run::Checkers::Standard,
+                        },
+                        &opts,
+                    )
+                    .unwrap();
                     let where_ = format!(
                         "{}: fuzzy {} lm {} deferred {defer}",
                         case.display(),
@@ -487,7 +496,7 @@ fn paired_rows_are_the_graphs_rows() {
         for p in &plan.pairs {
             let nd = run::load_rank(nf, &p.npu_dir).unwrap();
             let bd = run::load_rank(bf, p.bench_dir.as_deref().unwrap()).unwrap();
-            let res = run::run_pair(nd, Some(bd), &opts).unwrap();
+            let res = run::run_pair(PairInput::new(nd, Some(bd)), &opts).unwrap();
             let xs = [
                 GraphExport::npu(&res, p.step, p.rank),
                 GraphExport::bench(&res, p.step, p.rank).unwrap(),
@@ -586,7 +595,7 @@ fn build_rows_through_pair_rows_are_the_graphs_rows() {
         let plan = run::plan(nf, None).unwrap();
         for p in &plan.pairs {
             let nd = run::load_rank(nf, &p.npu_dir).unwrap();
-            let res = run::run_pair(nd, None, &opts).unwrap();
+            let res = run::run_pair(PairInput::new(nd, None), &opts).unwrap();
             let x = GraphExport::npu(&res, p.step, p.rank);
             let mut want: (Vec<NodeRow>, Vec<StackRow>) = (Vec::new(), Vec::new());
             let want_dist: Vec<_> = export::export_graph(&x, &mut want)
@@ -671,7 +680,11 @@ fn deferred_warnings_are_the_compares() {
             .collect()
     };
     let mut opts = RunOptions::default();
-    let up_front = run::run_pair(load(&nf, &p.npu_dir), Some(load(&bf, bench_dir)), &opts).unwrap();
+    let up_front = run::run_pair(
+        PairInput::new(load(&nf, &p.npu_dir), Some(load(&bf, bench_dir))),
+        &opts,
+    )
+    .unwrap();
     let want = not_compared(up_front.diagnostics.iter().map(|d| d.to_string()).collect());
     assert_eq!(want.len(), 1, "{want:?}");
     assert!(
@@ -680,7 +693,11 @@ fn deferred_warnings_are_the_compares() {
     );
 
     opts.defer_verdicts = true;
-    let res = run::run_pair(load(&nf, &p.npu_dir), Some(load(&bf, bench_dir)), &opts).unwrap();
+    let res = run::run_pair(
+        PairInput::new(load(&nf, &p.npu_dir), Some(load(&bf, bench_dir))),
+        &opts,
+    )
+    .unwrap();
     let early = not_compared(res.diagnostics.iter().map(|d| d.to_string()).collect());
     assert!(
         early.is_empty(),

@@ -4,7 +4,7 @@
 
 use probelens::compare::pair::PairResult;
 use probelens::compare::{manual_match, unmatch};
-use probelens::run::{self, RunOptions, TensorFiles};
+use probelens::run::{self, PairInput, RunOptions, TensorFiles};
 use probelens::visdb::export::{export_graph, GraphExport, NodeRow, StackRow};
 use std::path::Path;
 
@@ -29,13 +29,16 @@ fn case(with_files: bool) -> PairResult {
         bench: &b,
         bench_dir: &bench_dir,
     };
-    run::run_pair_with_tensors(
-        run::load_rank(&n, &p.npu_dir).unwrap(),
-        Some(run::load_rank(&b, &bench_dir).unwrap()),
+    let mut res = run::run_pair(
+        PairInput::new(
+            run::load_rank(&n, &p.npu_dir).unwrap(),
+            Some(run::load_rank(&b, &bench_dir).unwrap()),
+        ),
         &RunOptions::default(),
-        with_files.then_some(&tensors),
     )
-    .unwrap()
+    .unwrap();
+    run::compare_pair_tensors(&mut res, with_files.then_some(&tensors));
+    res
 }
 
 fn rows(res: &PairResult) -> Vec<NodeRow> {
@@ -79,8 +82,10 @@ fn run_pair_alone_leaves_real_data_pairs_queued() {
     let plan = run::plan(&n, Some(&b)).unwrap();
     let p = &plan.pairs[0];
     let res = run::run_pair(
-        run::load_rank(&n, &p.npu_dir).unwrap(),
-        Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        PairInput::new(
+            run::load_rank(&n, &p.npu_dir).unwrap(),
+            Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        ),
         &RunOptions::default(),
     )
     .unwrap();

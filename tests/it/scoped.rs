@@ -6,7 +6,7 @@
 use probelens::compare::pair::PairResult;
 use probelens::mapping::export::export_mapping;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -111,8 +111,10 @@ fn run(root: &Path, yaml: &str) -> PairResult {
         ..Default::default()
     };
     run::run_pair(
-        run::load_rank(&n, "").unwrap(),
-        Some(run::load_rank(&b, "").unwrap()),
+        PairInput::new(
+            run::load_rank(&n, "").unwrap(),
+            Some(run::load_rank(&b, "").unwrap()),
+        ),
         &opts,
     )
     .unwrap()

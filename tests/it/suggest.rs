@@ -6,7 +6,7 @@
 use probelens::compare::pair::PairResult;
 use probelens::compare::suggest::{accept_all, suggest, DEFAULT_MIN_SCORE};
 use probelens::mapping::export::export_mapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -74,8 +74,10 @@ fn load(step: usize) -> PairResult {
     let plan = run::plan(&n, Some(&b)).unwrap();
     let p = &plan.pairs[step];
     run::run_pair(
-        run::load_rank(&n, &p.npu_dir).unwrap(),
-        Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        PairInput::new(
+            run::load_rank(&n, &p.npu_dir).unwrap(),
+            Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        ),
         &RunOptions::default(),
     )
     .unwrap()

@@ -2,7 +2,7 @@
 //! same node pairs as the forward one, mirrored; every template parses.
 
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, RunOptions};
+use probelens::run::{self, PairInput, RunOptions};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -35,8 +35,10 @@ fn pairs(tp: &str, gp: &str, lm: LayerMapping) -> BTreeSet<(String, String)> {
         ..Default::default()
     };
     let res = run::run_pair(
-        run::load_rank(&n, &p.npu_dir).unwrap(),
-        Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        PairInput::new(
+            run::load_rank(&n, &p.npu_dir).unwrap(),
+            Some(run::load_rank(&b, p.bench_dir.as_ref().unwrap()).unwrap()),
+        ),
         &opts,
     )
     .unwrap();

@@ -5,7 +5,7 @@ use probelens::base::error::{Error, Result};
 use probelens::base::Files;
 use probelens::compare::pair::PairResult;
 use probelens::mapping::LayerMapping;
-use probelens::run::{self, PairPlan, Plan, RunOptions};
+use probelens::run::{self, Checkers, PairInput, PairPlan, Plan, RunOptions};
 use probelens::visdb;
 use probelens::visdb::export::{
     self, ConfigRow, DistNode, GraphExport, GraphRows, NodeRow, Sink, StackRow,
@@ -804,7 +804,11 @@ fn graph_visualize(a: &Args) -> Result<PathBuf> {
                             bench.as_ref(),
                             pair,
                             &opts,
-                            parallel.is_some(),
+                            if parallel.is_some() {
+                                Checkers::ParallelMerge
+                            } else {
+                                Checkers::Standard
+                            },
                             tp,
                         )?;
                         t_parse = parsed;
@@ -1147,7 +1151,7 @@ fn run_loaded_pair(
     bench: Option<&FsFiles>,
     pair: &run::PairPlan,
     opts: &RunOptions,
-    parallel_checkers: bool,
+    checkers: Checkers,
     since: Instant,
 ) -> Result<(PairResult, std::time::Duration)> {
     use probelens::formats::dump::RankDump;
@@ -1187,7 +1191,16 @@ fn run_loaded_pair(
         Some((bd, bp, b_parsed)) => (Some(bd), Some(bp), n_parsed.max(b_parsed)),
         None => (None, None, n_parsed),
     };
-    let mut res = run::run_pair_prepared(nd, bd, opts, parallel_checkers, np, bp)?;
+    let mut res = run::run_pair(
+        PairInput {
+            npu: nd,
+            bench: bd,
+            npu_prepared: Some(np),
+            bench_prepared: bp,
+            checkers,
+        },
+        opts,
+    )?;
     let tensors = tensor_files(npu, bench.map(|(f, _)| f), &pair.npu_dir, &pair.bench_dir);
     run::compare_pair_tensors(&mut res, tensors.as_ref());
     Ok((res, parsed))
@@ -1232,7 +1245,7 @@ fn compare_only(
 ) -> Result<PathBuf> {
     for pair in &plan.pairs {
         let tp = Instant::now();
-        let (res, t_parse) = run_loaded_pair(npu, bench, pair, opts, false, tp)?;
+        let (res, t_parse) = run_loaded_pair(npu, bench, pair, opts, Checkers::Standard, tp)?;
         for d in &res.diagnostics {
             eprintln!("probelens: {d}");
         }
@@ -1496,7 +1509,7 @@ fn suggest_cmd(a: &SuggestArgs) -> Result<()> {
         let (nd, Some(bd)) = load_pair(&npu, Some(&bench), pair)? else {
             continue;
         };
-        let mut res = run::run_pair(nd, Some(bd), &opts)?;
+        let mut res = run::run_pair(PairInput::new(nd, Some(bd)), &opts)?;
         for d in &res.diagnostics {
             eprintln!("probelens: {d}");
         }
