@@ -8,9 +8,9 @@
 //! must not change when only the speed of the export does (`--no-digest` skips it, e.g. to
 //! count instructions under callgrind).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
-use probelens::dump::{FileNames, RankDump};
-use probelens::export::{export_graph, GraphExport, NodeRow, Sink, StackRow};
-use probelens::run::{run_pair, RunOptions};
+use probelens::formats::dump::{FileNames, RankDump};
+use probelens::run::{run_pair, PairInput, RunOptions};
+use probelens::visdb::export::{export_graph, GraphExport, NodeRow, Sink, StackRow};
 use std::hash::Hasher;
 
 /// The CLI's allocator, so that the many small strings of the rows cost what they cost there.
@@ -106,7 +106,7 @@ fn main() {
         layer_mapping: Some(probelens::mapping::LayerMapping::parse(&a[3], &text).expect("yaml")),
         ..Default::default()
     };
-    let r = run_pair(load(&a[1]), Some(load(&a[2])), &opts).expect("run");
+    let r = run_pair(PairInput::new(load(&a[1]), Some(load(&a[2]))), &opts).expect("run");
     let sides = [
         GraphExport::npu(&r, 0, 0),
         GraphExport::bench(&r, 0, 0).expect("bench"),

@@ -1,8 +1,8 @@
 //! Where the memory of a run goes, stage by stage (by hand; not part of the tests):
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 //! `cargo run --release --example memstat -- NPU_RANK_DIR BENCH_RANK_DIR MAPPING.yaml`.
-use probelens::dump::{FileNames, RankDump};
-use probelens::run::{run_pair, RunOptions};
+use probelens::formats::dump::{FileNames, RankDump};
+use probelens::run::{run_pair, PairInput, RunOptions};
 
 fn rss() -> String {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -27,7 +27,7 @@ fn load(dir: &str) -> RankDump {
         "{dir}: parse {:.2?}; input {:.1} MB; store vals {:.1} text {:.1} MB; {} entries, {} construct",
         t.elapsed(),
         mb(d.len() + c.len() + s.len()),
-        mb(st.vals.capacity() * std::mem::size_of::<probelens::json::Packed>()),
+        mb(st.vals.capacity() * std::mem::size_of::<probelens::formats::json::Packed>()),
         mb(st.text.capacity()),
         r.entries.len(),
         r.construct.len()
@@ -47,7 +47,7 @@ fn main() {
         ..Default::default()
     };
     let t = std::time::Instant::now();
-    let r = run_pair(n, Some(b), &opts).expect("run");
+    let r = run_pair(PairInput::new(n, Some(b)), &opts).expect("run");
     eprintln!("after run ({:.2?}): {}", t.elapsed(), rss());
     eprintln!(
         "nodes {} / {} (Node {} B)",
@@ -70,7 +70,7 @@ fn main() {
             "results: {} nodes ({} stored), {rows} rows, {cells} cells ({} B each), keys {:.1} MB",
             nodes.len(),
             c.results.len(),
-            std::mem::size_of::<probelens::compare::Cell>(),
+            std::mem::size_of::<probelens::graph::cells::Cell>(),
             keys as f64 / 1e6
         );
     }

@@ -2,120 +2,32 @@
 //!
 //! The crate reproduces msprobe 26.2's `graph_visualize` (hierarchical graph build, node
 //! matching, statistics compare, `.vis.db` rows) as a library that does no IO and knows
-//! nothing of the web. The native CLI (`src/bin/probelens.rs`) and the WebAssembly bindings
-//! (`src/wasm.rs`, feature `wasm`) are the only hosts.
+//! nothing of the web. The native CLI (`src/bin/probelens/`) and the WebAssembly bindings
+//! (`src/wasm/`, feature `wasm`) are the only hosts.
 //!
-//! Reading order: [`json`] → [`dump`] → [`items`] → [`graph`] → [`mapping`] → [`compare`] →
-//! [`export`] → [`visdb`] → [`sqlite_writer`] → [`run`] → [`view`].
+//! The folders, in pipeline order:
 
-pub mod chunkvec;
+/// Error, interned names, chunked vector, the host's [`Join`] and the hash map type.
+pub mod base;
+/// Matching and comparing two graphs: statistics, real tensors, suggestions for unmatched nodes.
 pub mod compare;
-pub mod diagnose;
-pub mod dump;
-pub mod error;
-pub mod export;
+/// The input files: JSON reader and Python text forms, the rank dump model, overflow scenes, tensors.
+pub mod formats;
+/// One rank's hierarchical graph and its tensor items.
 pub mod graph;
-pub mod items;
-pub mod json;
+/// Layer mapping (`-lm`): scope trie, scoped keys, export of manual pairs as rules.
 pub mod mapping;
-pub mod mapping_export;
+/// Parallel merge (`--rank_size/--tp/--pp`) of the ranks of one step.
 pub mod merge;
-pub mod names;
-pub mod overflow;
-pub mod pyfmt;
-pub mod realdata;
+/// A whole run: folder classification and the per-pair pipeline.
 pub mod run;
-pub mod sqlite_writer;
-pub mod suggest;
-pub mod tensor;
+/// Plain DTOs for the page: the run answer, graph columns, node details.
 pub mod view;
+/// The `.vis.db`: its rows, its schema, and the SQLite page writer.
 pub mod visdb;
+/// The WebAssembly boundary (feature `wasm`).
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
-pub use error::{Diagnostic, Error, Result};
-
-/// The core's hash map: foldhash (fast, seeded per process, so crafted names cannot force collisions).
-pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// How the host runs two independent pieces of work: on two threads (the CLI passes one) or,
-/// without one, one after the other (the page). The core itself starts no threads; it only says
-/// which of its steps are independent (the two sides' graphs, the two sides' layer-mapping
-/// items, the two halves of the matched pairs' rows).
-pub type Join = fn(&mut (dyn FnMut() + Send), &mut (dyn FnMut() + Send));
-
-/// Runs `a` and `b` through `join` (or one after the other) and returns both results.
-pub(crate) fn join2<A: Send, B: Send>(
-    join: Option<Join>,
-    a: impl FnOnce() -> A + Send,
-    b: impl FnOnce() -> B + Send,
-) -> (A, B) {
-    let (mut ra, mut rb) = (None, None);
-    let (mut fa, mut fb) = (Some(a), Some(b));
-    let mut ca = || {
-        if let Some(f) = fa.take() {
-            ra = Some(f());
-        }
-    };
-    let mut cb = || {
-        if let Some(f) = fb.take() {
-            rb = Some(f());
-        }
-    };
-    if let Some(j) = join {
-        j(&mut ca, &mut cb);
-    }
-    // Whatever the host did not run runs here (each closure runs once).
-    ca();
-    cb();
-    match (ra, rb) {
-        (Some(a), Some(b)) => (a, b),
-        _ => unreachable!("both closures ran just above"),
-    }
-}
-
-/// `hay.contains(needle)` for the short names the compare path tests per item. On wasm32, std's
-/// substring search sets up a two-way searcher per call (x86-64 has a SIMD path), which cost
-/// more than these scans of a few dozen bytes.
-#[inline]
-pub(crate) fn has(hay: &str, needle: &str) -> bool {
-    let (h, n) = (hay.as_bytes(), needle.as_bytes());
-    let Some((&first, _)) = n.split_first() else {
-        return true;
-    };
-    h.len() >= n.len() && (0..=h.len() - n.len()).any(|i| h[i] == first && h[i..].starts_with(n))
-}
-
-/// The tests' random numbers: xorshift64 from `seed` (reproducible, no dependency).
-#[cfg(test)]
-pub(crate) fn test_rng(mut seed: u64) -> impl FnMut() -> u64 {
-    move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    }
-}
-
-#[cfg(test)]
-mod has_tests {
-    #[test]
-    fn has_is_contains() {
-        let cases = [
-            "",
-            "a",
-            ".output.",
-            "x.output.y",
-            "x.output",
-            "output.",
-            "..output..",
-            "qkv_proj",
-            "éqkvé",
-        ];
-        for h in cases {
-            for n in ["", ".output.", "qkv", "output", "é", "x"] {
-                assert_eq!(super::has(h, n), h.contains(n), "{h:?} {n:?}");
-            }
-        }
-    }
-}
+pub use base::error::{Diagnostic, Error, Result};
+pub use base::Join;

@@ -4,37 +4,15 @@
 //! Files are reached through the [`Files`] trait, so the core stays free of IO: the CLI
 //! implements it over the file system, the page over the files the user dropped.
 
-use crate::compare::{
-    compare_mapped, compare_mode, layer_mapping_of_sides, CompareOptions, Comparison, Sides,
-};
-use crate::dump::{FileNames, RankDump, RankParser};
-use crate::error::{Diagnostic, Error, Result};
+use crate::base::error::{Diagnostic, Error, Result};
+use crate::base::{join_path, Files};
+use crate::compare::pair::{PairResult, Side};
+use crate::compare::{compare_mapped, compare_mode, layer_mapping_of_sides, CompareOptions};
+use crate::formats::dump::{FileNames, RankDump, RankParser};
+use crate::graph::items::Mode;
 use crate::graph::Graph;
-use crate::items::Mode;
 use crate::mapping::{LayerMapping, MappingSide};
-use std::borrow::Cow;
 use std::sync::Arc;
-
-/// A read-only tree of files, paths `/`-separated and relative to the dump root ("" = root).
-pub trait Files {
-    /// Entries of a directory: (name, is_dir).
-    fn list(&self, dir: &str) -> Result<Vec<(String, bool)>>;
-    /// A file's bytes.
-    fn read(&self, path: &str) -> Result<Cow<'_, [u8]>>;
-    /// A file's size, with the errors `read` would give for a missing or too large file.
-    fn size(&self, path: &str) -> Result<u64> {
-        self.read(path).map(|b| b.len() as u64)
-    }
-    /// A file's bytes in order, in chunks of any size (the dump.json parser never needs the
-    /// whole file). Stops at the first error of `sink`.
-    fn read_chunks(&self, path: &str, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        sink(&self.read(path)?)
-    }
-    /// How to name a path in messages (e.g. with the root folder in front).
-    fn display(&self, path: &str) -> String {
-        path.to_string()
-    }
-}
 
 /// msprobe's classification of a dump root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -43,14 +21,6 @@ pub enum Kind {
     Files,
     Ranks,
     Steps,
-}
-
-pub fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
 }
 
 /// `check_directory_content`.
@@ -109,7 +79,7 @@ fn prefixed(f: &dyn Files, dir: &str, prefix: &str, skip_wrong: bool) -> Result<
             out.push(name);
         } else if !skip_wrong {
             return Err(Error::input(
-                f.display(&join(dir, &name)),
+                f.display(&join_path(dir, &name)),
                 format!("'{name}' is not in the format of dump output (expected {prefix}<N>); remove it and try again"),
             ));
         }
@@ -158,7 +128,7 @@ pub fn rank_folders(f: &dyn Files, dir: &str) -> Result<Vec<(i64, String)>> {
         r = vec![find_proc_dir(f, dir)?];
     }
     Ok(r.into_iter()
-        .map(|n| (step_or_rank_int(&n), join(dir, &n)))
+        .map(|n| (step_or_rank_int(&n), join_path(dir, &n)))
         .collect())
 }
 
@@ -208,7 +178,7 @@ fn rank_dirs(
             if rn.is_empty() {
                 rn = vec![find_proc_dir(n, nd)?];
             }
-            Ok(rn.into_iter().map(|r| (join(nd, &r), None)).collect())
+            Ok(rn.into_iter().map(|r| (join_path(nd, &r), None)).collect())
         }
         Some((bf, bd)) => {
             let mut rb = prefixed(bf, bd, "rank", true)?;
@@ -216,7 +186,7 @@ fn rank_dirs(
             if rn.is_empty() && rb.is_empty() {
                 let pn = find_proc_dir(n, nd)?;
                 let pb = find_proc_dir(bf, bd)?;
-                return Ok(vec![(join(nd, &pn), Some(join(bd, &pb)))]);
+                return Ok(vec![(join_path(nd, &pn), Some(join_path(bd, &pb)))]);
             }
             if rn != rb {
                 let mut inter: Vec<String> =
@@ -232,7 +202,7 @@ fn rank_dirs(
             }
             Ok(rn
                 .into_iter()
-                .map(|r| (join(nd, &r), Some(join(bd, &r))))
+                .map(|r| (join_path(nd, &r), Some(join_path(bd, &r))))
                 .collect())
         }
     }
@@ -338,14 +308,14 @@ pub fn plan(npu: &dyn Files, bench: Option<&dyn Files>) -> Result<Plan> {
 /// whole for its message).
 pub fn load_rank(f: &dyn Files, dir: &str) -> Result<RankDump> {
     let names = FileNames {
-        dump: f.display(&join(dir, "dump.json")),
-        construct: f.display(&join(dir, "construct.json")),
-        stack: f.display(&join(dir, "stack.json")),
+        dump: f.display(&join_path(dir, "dump.json")),
+        construct: f.display(&join_path(dir, "construct.json")),
+        stack: f.display(&join_path(dir, "stack.json")),
     };
     let (c, d, s) = (
-        join(dir, "construct.json"),
-        join(dir, "dump.json"),
-        join(dir, "stack.json"),
+        join_path(dir, "construct.json"),
+        join_path(dir, "dump.json"),
+        join_path(dir, "stack.json"),
     );
     // A missing or unreadable file is reported before any parse error (construct, dump, stack).
     f.size(&c)?;
@@ -384,44 +354,11 @@ pub struct RunOptions {
     /// Beyond msprobe, default off: see [`CompareOptions::layout_aware`].
     pub layout_aware: bool,
     /// The host's way to run independent work side by side (the CLI: two threads).
-    pub join: Option<crate::Join>,
+    pub join: Option<crate::base::Join>,
     /// See [`CompareOptions::defer_verdicts`]: for a host that reads each node's rows once
     /// through [`crate::compare::Comparison::judge_with_io`] (the CLI writing a `.vis.db`).
     /// Not for a parallel merge (its compare keeps its rows).
     pub defer_verdicts: bool,
-}
-
-/// One side of a finished pair.
-#[derive(Debug)]
-pub struct Side {
-    /// Shared, so that a re-run of the same pair (another mapping or options) reuses the parse.
-    pub dump: Arc<RankDump>,
-    pub graph: Graph,
-}
-
-/// A built or compared pair.
-#[derive(Debug)]
-pub struct PairResult {
-    pub npu: Side,
-    pub bench: Option<Side>,
-    pub comparison: Option<Comparison>,
-    pub mode: Mode,
-    pub micro_steps: i64,
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-impl PairResult {
-    /// The two graphs and dumps of a compared pair (None for a build), from which its compare
-    /// rows are derived.
-    pub fn sides(&self) -> Option<Sides<'_>> {
-        let b = self.bench.as_ref()?;
-        Some(Sides {
-            gn: &self.npu.graph,
-            dn: &self.npu.dump,
-            gb: &b.graph,
-            db: &b.dump,
-        })
-    }
 }
 
 /// `get_compare_framework` (run by msprobe's `GraphComparator`): from the `framework` keys (a
@@ -446,26 +383,10 @@ pub(crate) fn compare_framework(npu: &RankDump, bench: &RankDump) -> Result<()> 
     ))
 }
 
-/// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
-pub fn run_pair(npu: RankDump, bench: Option<RankDump>, opts: &RunOptions) -> Result<PairResult> {
-    run_pair_shared(Arc::new(npu), bench.map(Arc::new), opts)
-}
-
-/// [`run_pair`] over dumps that may already belong to an earlier result (`PairResult`'s sides
-/// share them): parsed dumps are never changed by building or comparing, so a pair can be run
-/// again with other options without parsing its files again.
-pub fn run_pair_shared(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, false, None, None)
-}
-
 /// The work on one side of a pair that needs that side's dump alone: its graph and, with a
 /// layer mapping, its part of the mapping ([`MappingSide`]). A host that parses the two sides
 /// side by side makes each side's as soon as its dump is parsed (the CLI: the Bench side while
-/// the larger NPU side is still being parsed) and hands them to [`run_pair_prepared`].
+/// the larger NPU side is still being parsed) and hands them to [`run_pair`] in its [`PairInput`].
 #[derive(Debug)]
 pub struct Prepared<'d> {
     dump: &'d RankDump,
@@ -480,12 +401,12 @@ impl<'d> Prepared<'d> {
     pub fn new(
         dump: &'d RankDump,
         layer_mapping: Option<&LayerMapping>,
-        join: Option<crate::Join>,
+        join: Option<crate::base::Join>,
     ) -> Prepared<'d> {
         // An invalid mapping file makes no mapping: nothing to prepare for it.
         let wanted = layer_mapping.is_some_and(|lm| lm.invalid.is_none());
         let join = join.filter(|_| wanted);
-        let (graph, mapping) = crate::join2(
+        let (graph, mapping) = crate::base::join2(
             join,
             || Graph::build(dump),
             || wanted.then(|| MappingSide::new(dump)),
@@ -502,7 +423,7 @@ impl<'d> Prepared<'d> {
     pub fn new_bench(
         dump: &'d RankDump,
         layer_mapping: Option<&LayerMapping>,
-        join: Option<crate::Join>,
+        join: Option<crate::base::Join>,
     ) -> Prepared<'d> {
         let p = Prepared::new(dump, layer_mapping, join);
         Prepared {
@@ -523,54 +444,64 @@ impl<'d> Prepared<'d> {
     }
 }
 
-/// [`run_pair_shared`] (or, with `parallel_checkers`, [`run_pair_shared_parallel_checkers`])
-/// with each side's [`Prepared`] work done already; one made of another dump than the pair's
-/// is done again.
-pub fn run_pair_prepared(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-    parallel_checkers: bool,
-    npu_prepared: Prepared<'_>,
-    bench_prepared: Option<Prepared<'_>>,
-) -> Result<PairResult> {
-    run_pair_impl(
+/// The checker set of a pair's compare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Checkers {
+    /// msprobe's statistics checkers.
+    #[default]
+    Standard,
+    /// msprobe's parallel-merge set (no shape check), which it also uses with `--rank_size` on a
+    /// single rank folder: nothing to merge, but the same compare as a merge.
+    ParallelMerge,
+}
+
+/// What one pair's run starts from: its parsed sides (no Bench side: a build), each side's
+/// [`Prepared`] work if the host did it already (one made of another dump than the pair's is
+/// done again), and the checker set.
+///
+/// The dumps are shared (`Arc`): parsed dumps are never changed by building or comparing, so a
+/// pair can be run again with other options without parsing its files again (the page, and
+/// [`PairResult`]'s sides, keep them).
+#[derive(Debug)]
+pub struct PairInput<'d> {
+    pub npu: Arc<RankDump>,
+    pub bench: Option<Arc<RankDump>>,
+    pub npu_prepared: Option<Prepared<'d>>,
+    pub bench_prepared: Option<Prepared<'d>>,
+    pub checkers: Checkers,
+}
+
+impl<'d> PairInput<'d> {
+    /// A pair of freshly parsed dumps, nothing prepared, the standard checkers.
+    pub fn new(npu: RankDump, bench: Option<RankDump>) -> PairInput<'d> {
+        PairInput::shared(Arc::new(npu), bench.map(Arc::new))
+    }
+
+    /// [`PairInput::new`] over dumps that may already belong to an earlier result.
+    pub fn shared(npu: Arc<RankDump>, bench: Option<Arc<RankDump>>) -> PairInput<'d> {
+        PairInput {
+            npu,
+            bench,
+            npu_prepared: None,
+            bench_prepared: None,
+            checkers: Checkers::Standard,
+        }
+    }
+}
+
+/// Builds (and compares) one pair, as msprobe's `_build_graph_result` / `_compare_graph_result`.
+///
+/// A real-tensor dump's matched pairs are left queued in `Comparison::real_data`, matched but
+/// without a verdict: [`compare_pair_tensors`] compares their tensors.
+pub fn run_pair(input: PairInput<'_>, opts: &RunOptions) -> Result<PairResult> {
+    let PairInput {
         npu,
         bench,
-        opts,
-        parallel_checkers,
-        Some(npu_prepared),
+        npu_prepared,
         bench_prepared,
-    )
-}
-
-/// [`run_pair`] as msprobe runs it with `--rank_size` on a single rank folder: nothing to merge,
-/// but the compare uses the parallel-merge checker set (no shape check).
-pub fn run_pair_parallel_checkers(
-    npu: RankDump,
-    bench: Option<RankDump>,
-    opts: &RunOptions,
-) -> Result<PairResult> {
-    run_pair_impl(Arc::new(npu), bench.map(Arc::new), opts, true, None, None)
-}
-
-/// [`run_pair_parallel_checkers`] over dumps kept parsed (the page).
-pub fn run_pair_shared_parallel_checkers(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-) -> Result<PairResult> {
-    run_pair_impl(npu, bench, opts, true, None, None)
-}
-
-fn run_pair_impl(
-    npu: Arc<RankDump>,
-    bench: Option<Arc<RankDump>>,
-    opts: &RunOptions,
-    parallel_merge: bool,
-    npu_prepared: Option<Prepared<'_>>,
-    bench_prepared: Option<Prepared<'_>>,
-) -> Result<PairResult> {
+        checkers,
+    } = input;
+    let parallel_merge = checkers == Checkers::ParallelMerge;
     let (npu_graph, npu_side) = Prepared::of(npu_prepared, &npu);
     // What the parser read through comes first.
     let mut parsed: Vec<Diagnostic> = npu.diagnostics.clone();
@@ -616,7 +547,7 @@ fn run_pair_impl(
     let join = opts
         .join
         .filter(|_| npu_graph.is_none() && bench_graph.is_none());
-    let (gn, gb) = crate::join2(
+    let (gn, gb) = crate::base::join2(
         join,
         || npu_graph.unwrap_or_else(|| Graph::build(&npu)),
         || bench_graph.unwrap_or_else(|| Graph::build(&bench)),
@@ -671,23 +602,10 @@ pub struct TensorFiles<'a> {
     pub bench_dir: &'a str,
 }
 
-/// [`run_pair`], then, for a real-tensor dump (task `tensor`), the tensor compare of every
-/// matched pair (`realdata::compare_tensors`). Without `tensors` (or where a file cannot be
-/// read) the metrics are `unsupported`, as msprobe reports unreadable files. [`run_pair`] alone
-/// leaves such pairs queued in `Comparison::real_data`, matched but without a verdict.
-pub fn run_pair_with_tensors(
-    npu: RankDump,
-    bench: Option<RankDump>,
-    opts: &RunOptions,
-    tensors: Option<&TensorFiles>,
-) -> Result<PairResult> {
-    let mut res = run_pair(npu, bench, opts)?;
-    compare_pair_tensors(&mut res, tensors);
-    Ok(res)
-}
-
 /// The tensor compare of a finished pair's queued real-data pairs (after [`run_pair`] or a
-/// manual match).
+/// manual match), for a real-tensor dump (task `tensor`): `realdata::compare_tensors` on every
+/// matched pair. Without `tensors` (or where a file cannot be read) the metrics are
+/// `unsupported`, as msprobe reports unreadable files.
 pub fn compare_pair_tensors(res: &mut PairResult, tensors: Option<&TensorFiles>) {
     let (Some(bench), Some(cmp)) = (res.bench.as_ref(), res.comparison.as_mut()) else {
         return;
@@ -695,15 +613,15 @@ pub fn compare_pair_tensors(res: &mut PairResult, tensors: Option<&TensorFiles>)
     if cmp.real_data.is_empty() {
         return;
     }
-    let n = tensors.map(|t| crate::realdata::TensorSide {
+    let n = tensors.map(|t| crate::compare::realdata::TensorSide {
         files: t.npu,
         rank_dir: t.npu_dir,
     });
-    let b = tensors.map(|t| crate::realdata::TensorSide {
+    let b = tensors.map(|t| crate::compare::realdata::TensorSide {
         files: t.bench,
         rank_dir: t.bench_dir,
     });
-    let mut diags = crate::realdata::compare_tensors(
+    let mut diags = crate::compare::realdata::compare_tensors(
         cmp,
         &mut res.npu.graph,
         &res.npu.dump,

@@ -3,11 +3,11 @@
 //! formats; the core's graph types are not.
 
 use crate::compare::apply_results;
-use crate::dump::OverflowLevel;
-use crate::export::{link_json, node_colors, precision_text, stack_lines, tool_tip};
+use crate::compare::pair::PairResult;
+use crate::formats::dump::OverflowLevel;
+use crate::graph::items::{formatted_fields, ItemMap, Mode, State};
 use crate::graph::{Graph, NodeId};
-use crate::items::{formatted_fields, ItemMap, Mode, State};
-use crate::run::PairResult;
+use crate::visdb::export::{link_json, node_colors, precision_text, stack_lines, tool_tip};
 use serde::Serialize;
 
 /// The answer to `run` (JSON): everything but the graphs' columns, which cross as one binary
@@ -20,7 +20,7 @@ pub struct RunDto {
     pub micro_steps: i64,
     pub node_colors: serde_json::Value,
     pub tool_tip: serde_json::Value,
-    pub diagnostics: Vec<crate::error::Diagnostic>,
+    pub diagnostics: Vec<crate::base::error::Diagnostic>,
     pub npu: GraphSize,
     pub bench: Option<GraphSize>,
 }

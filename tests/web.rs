@@ -142,12 +142,12 @@ fn columns_json(a: &js_sys::Uint8Array) -> serde_json::Value {
     })
 }
 
-/// The sizes the page's memory budget (issue #7) was met with, in wasm32 (src/graph.rs checks
+/// The sizes the page's memory budget (issue #7) was met with, in wasm32 (src/graph/mod.rs checks
 /// the 64-bit ones).
 #[wasm_bindgen_test]
 fn node_and_entry_sizes_in_wasm32() {
     assert_eq!(std::mem::size_of::<probelens::graph::Node>(), 56);
-    assert_eq!(std::mem::size_of::<probelens::dump::Entry>(), 16);
+    assert_eq!(std::mem::size_of::<probelens::formats::dump::Entry>(), 16);
 }
 
 #[wasm_bindgen_test]

@@ -4,9 +4,9 @@
 //! the expected outcome for bad bytes.
 
 use probelens::compare::{compare, compare_mode, CompareOptions};
-use probelens::dump::{FileNames, RankDump, RankParser};
+use probelens::formats::dump::{FileNames, RankDump, RankParser};
+use probelens::graph::items::Mode;
 use probelens::graph::Graph;
-use probelens::items::Mode;
 use probelens::mapping::{api_mapping, LayerMapping};
 
 /// The valid tiny rank folder of the bad-input corpus (8 nodes of the real Qwen fixture).
@@ -33,8 +33,8 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
     }
     for id in gn.pre_order().into_iter().take(2000) {
         let (i, o) = gn.io(npu, id);
-        let _ = probelens::items::format_map(&npu.store, &i, "x", Mode::Summary);
-        let _ = probelens::items::format_map(&npu.store, &o, "x", Mode::Md5);
+        let _ = probelens::graph::items::format_map(&npu.store, &i, "x", Mode::Summary);
+        let _ = probelens::graph::items::format_map(&npu.store, &o, "x", Mode::Md5);
     }
     // Layer mapping's items split every dump name of the fuzzed construct.json.
     let _ = api_mapping(npu, bench, &LayerMapping::empty(), None);
@@ -57,7 +57,7 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
         (&gn, npu, &gb, bench, cmp.as_ref()),
         (&gb, bench, &gn, npu, None),
     ] {
-        let x = probelens::export::GraphExport {
+        let x = probelens::visdb::export::GraphExport {
             graph,
             dump,
             other: Some((other, other_dump)),
@@ -69,12 +69,12 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
             dump_data_dir: None,
         };
         let mut rows = (Vec::new(), Vec::new());
-        let _ = probelens::export::export_graph(&x, &mut rows);
+        let _ = probelens::visdb::export::export_graph(&x, &mut rows);
     }
 }
 
 /// Everything later stages read from a parsed rank folder, comparably (or the error's text).
-/// Also used by `tests/streaming.rs`.
+/// Also used by `tests/it/streaming.rs`.
 pub fn summary(r: &probelens::Result<RankDump>) -> String {
     let d = match r {
         Err(e) => return format!("error: {e}"),
@@ -99,14 +99,14 @@ pub fn summary(r: &probelens::Result<RankDump>) -> String {
         s.push_str(&format!(
             "{name} {found} {:?} {}\n",
             e.overflow,
-            probelens::pyfmt::py_str(&d.store, d.store.val(e.value))
+            probelens::formats::pyfmt::py_str(&d.store, d.store.val(e.value))
         ));
     }
     s.push_str(&format!("{:?}\n", d.construct_iter().collect::<Vec<_>>()));
     let mut stack: Vec<_> = d
         .stack_by_name
         .iter()
-        .map(|(k, v)| format!("{k}={}", probelens::pyfmt::py_str(&d.store, v)))
+        .map(|(k, v)| format!("{k}={}", probelens::formats::pyfmt::py_str(&d.store, v)))
         .collect();
     stack.sort();
     s.push_str(&stack.join("\n"));

@@ -8,7 +8,7 @@ embedding part of the model). A case folder holds:
   npu/ [bench/]          dump roots, run from inside the case as `-tp npu [-gp bench]`
   layer_mapping.yaml     (optional) passed as `-lm layer_mapping.yaml`
   args.txt               (optional) extra CLI flags, one per line
-  materialize.txt        (optional) files too big to commit, made by tests/bad_inputs.rs in a copy:
+  materialize.txt        (optional) files too big to commit, made by tests/it/bad_inputs.rs in a copy:
                            sparse <path> <bytes>     a sparse file of that size
                            chain <path> <depth>      a construct.json whose parent chain is <depth> deep
   msprobe.vis.db.gz      (result cases) msprobe's own output; ours must equal it cell by cell
@@ -493,7 +493,7 @@ if __name__ == "__main__":
         write_case(name, files, materialize)
     print(f"{len(CASES)} cases in {HERE}")
     if "--msprobe" in sys.argv:
-        # Cases whose result msprobe produces too; their db must equal ours (tests/bad_inputs.rs).
+        # Cases whose result msprobe produces too; their db must equal ours (tests/it/bad_inputs.rs).
         for name, exp in EXPECTED.items():
             if exp == "ok" or exp.startswith("warning: "):
                 if os.path.exists(os.path.join(HERE, name, "materialize.txt")):

@@ -1,6 +1,6 @@
 //! A `view::graph_columns` buffer read back by its documented layout, for the native test
-//! (`tests/columns.rs`) and the wasm one (`tests/web.rs`, the page's `columns`). No SQLite here:
-//! `tests/common` needs rusqlite, which does not build for wasm32.
+//! (`tests/it/columns.rs`) and the wasm one (`tests/web.rs`, the page's `columns`). No SQLite here:
+//! `tests/it/common.rs` needs rusqlite, which does not build for wasm32.
 
 use probelens::view::{COLUMNS_MAGIC, COLUMNS_VERSION};
 

@@ -1,4 +1,4 @@
-// The bad-input corpus (tests/bad_inputs/<case>/, the same cases tests/bad_inputs.rs runs on the
+// The bad-input corpus (tests/bad_inputs/<case>/, the same cases tests/it/bad_inputs.rs runs on the
 // CLI) in the page, through its real inputs: the folder pickers (#npu-dir, #bench-dir) and the
 // mapping file input (#mapping-file).
 //
@@ -47,7 +47,7 @@ const FILE_CASES = [
   'valid_base',
 ];
 
-/** Case folders, sorted (the discovery of tests/bad_inputs.rs). */
+/** Case folders, sorted (the discovery of tests/it/bad_inputs.rs). */
 function cases() {
   return fs.readdirSync(CORPUS, { withFileTypes: true })
     .filter((e) => e.isDirectory())
@@ -57,7 +57,7 @@ function cases() {
 
 /**
  * The folder to load for a case: the case itself, or a temp copy with the files of materialize.txt
- * made as tests/bad_inputs.rs makes them. The copy keeps the case's name and its npu/bench names.
+ * made as tests/it/bad_inputs.rs makes them. The copy keeps the case's name and its npu/bench names.
  * @param {string} name @param {string} tmp
  */
 function materialize(name, tmp) {

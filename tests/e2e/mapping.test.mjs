@@ -188,7 +188,7 @@ describe('mapping panel: served site', () => {
     const hand = rulesOf(MAPPING_TEXT);
     // Beyond the hand-written mapping: rules for accepted pairs it does not reproduce (parameter
     // gradients, scoped <path>.<name>; the SiLU the Bench wraps in act_fn; the loss called one
-    // level up). The same rules are pinned in tests/export_yaml.rs.
+    // level up). The same rules are pinned in tests/it/export_yaml.rs.
     const beyond = new Set([
       'Float16Module|module.cross_entropy|cross_entropy', 'ColumnParallelLinear|output_layer|lm_head',
       'RMSNorm|final_layernorm|norm', 'RMSNorm|pre_mlp_layernorm|post_attention_layernorm',

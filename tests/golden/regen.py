@@ -21,7 +21,7 @@ If msprobe exits non-zero (with or without a partial db, e.g. when one rank of a
 file is `{"error": "<its ERROR line>", ...}` and the Rust side must fail too.
 (The message is msprobe's first ERROR line other than the CANN and "unexpected error" ones.)
 
-The `.case` format (parsed the same way by tests/common/mod.rs):
+The `.case` format (parsed the same way by tests/it/common.rs):
 
     # comment lines: which rule of msprobe-format.md the case pins down
     args: -fm -oc                  (optional; extra flags after -tp/-gp/-o)
