@@ -14,6 +14,7 @@ mod common;
 
 mod bad_inputs;
 mod columns;
+mod diagnose;
 mod export_yaml;
 mod fidelity;
 mod fuzz_bodies;
