@@ -402,3 +402,56 @@ pub fn node_dto(res: &PairResult, side: SideSel, id: NodeId) -> Option<NodeDto> 
         rows,
     })
 }
+
+/// The page's diagnosis of one pair (`Session::diagnose`): the verdict, the ranked suspects with
+/// the pre-order indices of their nodes on both sides, and the layer cells of the heatmap.
+pub fn diagnosis_dto(
+    d: &crate::compare::diagnose::PairDiagnosis,
+    npu_order: Option<&Order>,
+    bench_order: Option<&Order>,
+) -> serde_json::Value {
+    let index = |o: Option<&Order>, id: Option<NodeId>| -> serde_json::Value {
+        match (o, id) {
+            (Some(o), Some(id)) => o
+                .index_of
+                .get(id as usize)
+                .filter(|i| **i >= 0)
+                .map_or(serde_json::Value::Null, |i| serde_json::json!(i)),
+            _ => serde_json::Value::Null,
+        }
+    };
+    let suspects: Vec<serde_json::Value> = d
+        .suspects
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "step": s.step,
+                "rank": s.rank,
+                "pass": s.pass,
+                "node": s.node,
+                "bench_node": s.bench_node,
+                "score": s.score,
+                "why": s.why,
+                "npuIndex": index(npu_order, Some(s.node_id)),
+                "benchIndex": index(bench_order, s.bench_id),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "step": d.step,
+        "rank": d.rank,
+        "verdict": if d.diverged { "diverged" } else { "agree" },
+        "suspects": suspects,
+        "layers": d.layers,
+        "measured": d.measured,
+    })
+}
+
+/// Per node of `order` (pre-order), log10 of its output's divergence (NaN: not measured).
+pub fn divergence_column(d: &crate::compare::diagnose::PairDiagnosis, order: &Order) -> Vec<f32> {
+    order
+        .ids
+        .iter()
+        .map(|id| d.node_div.get(*id as usize).copied().unwrap_or(f32::NAN))
+        .collect()
+}

@@ -478,3 +478,95 @@ fn suspended_build_is_built_again_the_same() {
     assert!(!s.is_suspended());
     assert_eq!(run(&mut s, Some(MAPPING)), r);
 }
+
+macro_rules! diag_file {
+    ($run:literal, $step:literal, $proc:literal, $file:literal) => {
+        (
+            concat!($step, "/", $proc, "/", $file),
+            &include_bytes!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/diagnose/runs/",
+                $run,
+                "/",
+                $step,
+                "/",
+                $proc,
+                "/",
+                $file
+            ))[..],
+        )
+    };
+}
+
+/// A same-framework pair of two steps with layer 1's attention scale planted on the NPU side.
+fn defect_pair() -> Session {
+    let mut s = Session::new();
+    for (path, bytes) in [
+        diag_file!("npu_attn_scale_l1", "step0", "proc25061", "dump.json"),
+        diag_file!("npu_attn_scale_l1", "step0", "proc25061", "construct.json"),
+        diag_file!("npu_attn_scale_l1", "step0", "proc25061", "stack.json"),
+        diag_file!("npu_attn_scale_l1", "step1", "proc25061", "dump.json"),
+        diag_file!("npu_attn_scale_l1", "step1", "proc25061", "construct.json"),
+        diag_file!("npu_attn_scale_l1", "step1", "proc25061", "stack.json"),
+    ] {
+        s.add_file("npu", path, bytes).unwrap();
+    }
+    for (path, bytes) in [
+        diag_file!("npu_clean", "step0", "proc19773", "dump.json"),
+        diag_file!("npu_clean", "step0", "proc19773", "construct.json"),
+        diag_file!("npu_clean", "step0", "proc19773", "stack.json"),
+        diag_file!("npu_clean", "step1", "proc19773", "dump.json"),
+        diag_file!("npu_clean", "step1", "proc19773", "construct.json"),
+        diag_file!("npu_clean", "step1", "proc19773", "stack.json"),
+    ] {
+        s.add_file("bench", path, bytes).unwrap();
+    }
+    s
+}
+
+#[wasm_bindgen_test]
+fn diagnosis_names_the_planted_module_and_agrees_on_a_clean_pair() {
+    let mut s = loaded();
+    let r = run(&mut s, Some(MAPPING));
+    let d: serde_json::Value = serde_json::from_str(&s.diagnose(0, 0).unwrap()).unwrap();
+    assert_eq!(d["verdict"], "agree", "{d}");
+    assert!(d["suspects"].as_array().unwrap().is_empty());
+    assert_eq!(
+        s.divergence().length() as u64,
+        r["npu"]["nodes"].as_u64().unwrap()
+    );
+}
+
+#[wasm_bindgen_test]
+fn diagnosis_of_a_defect_pair_and_another_step() {
+    let mut s = defect_pair();
+    let r = run(&mut s, None);
+    let d: serde_json::Value = serde_json::from_str(&s.diagnose(0, 0).unwrap()).unwrap();
+    assert_eq!(d["verdict"], "diverged", "{d}");
+    let top = &d["suspects"][0];
+    let i = top["npuIndex"].as_u64().unwrap() as usize;
+    assert_eq!(r["npu"]["names"][i], top["node"]);
+    // The suspect lies in the planted module (an API below it: by the parent chain).
+    let mut at = i as i64;
+    let mut inside = false;
+    while at >= 0 {
+        let name = r["npu"]["names"][at as usize].as_str().unwrap();
+        inside |= name.contains(".decoder.layers.1.self_attention.");
+        at = r["npu"]["parent"][at as usize].as_i64().unwrap();
+    }
+    assert!(inside, "{top}");
+    let j = top["benchIndex"].as_u64().unwrap() as usize;
+    assert_eq!(r["bench"]["names"][j], top["bench_node"]);
+    assert!(d["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["layer"] == "decoder.layers.1" && c["source"] == true));
+    // Another step, without changing the shown result.
+    let opts = serde_json::json!({"step": 1, "rank": 0}).to_string();
+    let other: serde_json::Value = serde_json::from_str(&s.diagnose_step(&opts).unwrap()).unwrap();
+    assert_eq!(other["step"], 1);
+    assert_eq!(other["verdict"], "diverged");
+    let again: serde_json::Value = serde_json::from_str(&s.diagnose(0, 0).unwrap()).unwrap();
+    assert_eq!(again["suspects"][0]["node"], top["node"]);
+}

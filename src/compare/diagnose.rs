@@ -87,6 +87,9 @@ pub struct Suspect {
     /// The NPU node's id in its graph (the page reveals it).
     #[serde(skip)]
     pub node_id: NodeId,
+    /// The Bench node's id in its graph.
+    #[serde(skip)]
+    pub bench_id: Option<NodeId>,
 }
 
 /// One layer's cell of a heatmap row.
@@ -889,6 +892,7 @@ fn suspect(
             Pass::Forward
         },
         bench_node: gn.node(id).partner().map(|b| gb.name(b).to_string()),
+        bench_id: gn.node(id).partner(),
         node: name,
         score: (score * 1000.0).round() / 1000.0,
         why,
@@ -930,7 +934,13 @@ pub fn layer_of(name: &str) -> Option<String> {
 }
 
 fn layer_cells(s: &Search, gn: &Graph, order: &[NodeId], top: Option<NodeId>) -> Vec<LayerCell> {
-    let top_layer = top.and_then(|t| layer_of(gn.name(t)));
+    // The layer of the top suspect, or of its nearest module that has one (an API's name has
+    // none).
+    let top_layer = top.and_then(|t| {
+        std::iter::once(t)
+            .chain(gn.ancestors(t).into_iter().rev())
+            .find_map(|a| layer_of(gn.name(a)))
+    });
     let mut cells: Vec<(u32, LayerCell)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::default();
     for &id in order {

@@ -5,6 +5,7 @@
 
 use crate::base::error::{Error, Result};
 use crate::base::Files;
+use crate::compare::diagnose::diagnose_pair;
 use crate::compare::pair::PairResult;
 use crate::formats::dump::RankDump;
 use crate::mapping::LayerMapping;
@@ -489,6 +490,8 @@ pub struct Session {
     last: Option<Last>,
     /// The last result while suspended (`last` is None then).
     suspended: Option<Suspended>,
+    /// The NPU nodes' divergence of the last `diagnose`, in pre-order.
+    divergence: Vec<f32>,
 }
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
@@ -532,6 +535,23 @@ struct RunOpts {
 }
 
 impl RunOpts {
+    /// The `-lm` of the options (None: none; empty text: the bare `-lm`).
+    fn layer_mapping(&self) -> std::result::Result<Option<LayerMapping>, JsValue> {
+        Ok(match &self.layer_mapping {
+            None => None,
+            Some(t) if t.is_empty() => Some(LayerMapping::empty()),
+            Some(t) => Some(
+                LayerMapping::parse(
+                    self.layer_mapping_name
+                        .as_deref()
+                        .unwrap_or("layer_mapping.yaml"),
+                    t,
+                )
+                .map_err(js_err)?,
+            ),
+        })
+    }
+
     fn run_options(&self, layer_mapping: Option<LayerMapping>) -> RunOptions {
         RunOptions {
             layer_mapping,
@@ -717,6 +737,7 @@ impl Session {
         let text = serde_json::to_string(&view::run_dto(&res, &npu_order, bench_order.as_ref()))
             .map_err(js_err)?;
         self.suspended = None;
+        self.divergence.clear();
         self.last = Some(Last {
             res,
             npu_order,
@@ -784,6 +805,7 @@ impl Session {
             bench: MemFiles::new("bench"),
             last: None,
             suspended: None,
+            divergence: Vec::new(),
         }
     }
 
@@ -1099,19 +1121,7 @@ impl Session {
         if self.npu.is_empty() {
             return Err(js_err("no NPU (debug side) dump loaded"));
         }
-        let layer_mapping = match &o.layer_mapping {
-            None => None,
-            Some(t) if t.is_empty() => Some(LayerMapping::empty()),
-            Some(t) => Some(
-                LayerMapping::parse(
-                    o.layer_mapping_name
-                        .as_deref()
-                        .unwrap_or("layer_mapping.yaml"),
-                    t,
-                )
-                .map_err(js_err)?,
-            ),
-        };
+        let layer_mapping = o.layer_mapping()?;
         if !o.rank_size.is_empty() {
             return self.run_parallel(&o, layer_mapping);
         }
@@ -1163,6 +1173,85 @@ impl Session {
         let mut res = run::run_pair(PairInput::shared(nd, bd), &opts).map_err(js_err)?;
         run::compare_pair_tensors(&mut res, tensors.as_ref());
         self.keep(res, pair.npu_dir, pair.bench_dir, rebuild)
+    }
+
+    /// The diagnosis of the shown compare (`compare::diagnose`), as JSON (`view::diagnosis_dto`:
+    /// the verdict, the ranked suspects with their nodes' pre-order indices, the layer cells);
+    /// `step` and `rank` label it. Manual matches since the run take part. The per-node
+    /// divergence of the NPU graph is kept for [`Session::divergence`].
+    pub fn diagnose(&mut self, step: i64, rank: i64) -> std::result::Result<String, JsValue> {
+        self.resume()?;
+        let last = self
+            .last
+            .as_ref()
+            .ok_or_else(|| js_err("nothing has been run yet"))?;
+        let sides = last.res.sides().ok_or_else(|| {
+            js_err("the diagnosis compares two runs: load a Bench folder beside the NPU folder")
+        })?;
+        let d = diagnose_pair(sides, step, rank);
+        let dto = view::diagnosis_dto(&d, Some(&last.npu_order), last.bench_order.as_ref());
+        self.divergence = view::divergence_column(&d, &last.npu_order);
+        Ok(dto.to_string())
+    }
+
+    /// Per NPU node in pre-order, log10 of its output's divergence in units of the noise floor
+    /// (0: within it, NaN: not measured), from the last [`Session::diagnose`].
+    pub fn divergence(&self) -> js_sys::Float32Array {
+        js_sys::Float32Array::from(self.divergence.as_slice())
+    }
+
+    /// The diagnosis of another step or rank of the loaded folders (`options` as for `run`),
+    /// without changing the shown result: its rank folders are parsed (unless parsed already),
+    /// built, matched and diagnosed, and freed before it returns. For the step and rank
+    /// heatmaps; a parallel merge is not taken here.
+    #[wasm_bindgen(js_name = diagnoseStep)]
+    pub fn diagnose_step(&mut self, options: &str) -> std::result::Result<String, JsValue> {
+        let o: RunOpts =
+            serde_json::from_str(options).map_err(|e| js_err(format!("bad run options: {e}")))?;
+        if !o.rank_size.is_empty() {
+            return Err(js_err(
+                "the step and rank heatmaps are not made with a parallel merge (rank size)",
+            ));
+        }
+        if self.npu.is_empty() || self.bench.is_empty() {
+            return Err(js_err(
+                "the diagnosis compares two runs: load a Bench folder beside the NPU folder",
+            ));
+        }
+        let opts = o.run_options(o.layer_mapping()?);
+        let plan = run::plan(&self.npu, Some(&self.bench as &dyn Files)).map_err(js_err)?;
+        let pair = plan
+            .pairs
+            .iter()
+            .find(|p| p.step == o.step && p.rank == o.rank)
+            .ok_or_else(|| {
+                js_err(format!(
+                    "step {} rank {} is not in the loaded dumps",
+                    o.step, o.rank
+                ))
+            })?
+            .clone();
+        let bench_dir = pair.bench_dir.clone().ok_or_else(|| {
+            js_err(format!(
+                "step {} rank {} has no Bench folder",
+                o.step, o.rank
+            ))
+        })?;
+        let load = |f: &MemFiles, side: &str, dir: &str| match f.parsed.get(dir) {
+            Some(d) => Ok(d.clone()),
+            None => run::load_rank(f, dir)
+                .map(Arc::new)
+                .map_err(|e| side_err(side, &e)),
+        };
+        working_on(self.npu.display(&pair.npu_dir));
+        let nd = load(&self.npu, "npu", &pair.npu_dir)?;
+        let bd = load(&self.bench, "bench", &bench_dir)?;
+        let res = run::run_pair(PairInput::shared(nd, Some(bd)), &opts).map_err(js_err)?;
+        let sides = res
+            .sides()
+            .ok_or_else(|| js_err("the diagnosis compares two runs"))?;
+        let d = diagnose_pair(sides, o.step, o.rank);
+        Ok(view::diagnosis_dto(&d, None, None).to_string())
     }
 
     /// Manually matches NPU node `npu_index` with Bench node `bench_index` (pre-order indices) and

@@ -110,7 +110,12 @@ fn answers(filter: impl Fn(&Value) -> bool) -> Vec<(Value, Value)> {
             let (code, out, err) = run(&a);
             assert_eq!(code, 0, "{}: exit {code}: {err}", c["name"]);
             let lines: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
-            assert_eq!(lines.len(), 1, "{}: one JSON object on stdout: {out}", c["name"]);
+            assert_eq!(
+                lines.len(),
+                1,
+                "{}: one JSON object on stdout: {out}",
+                c["name"]
+            );
             let v: Value = serde_json::from_str(lines[0]).unwrap();
             (c, v)
         })
@@ -204,7 +209,10 @@ fn human_verdict_names_the_top_suspect() {
     let v: Value = serde_json::from_str(run(&j).1.trim()).unwrap();
     let first = out.lines().next().unwrap();
     let top = v["suspects"][0]["node"].as_str().unwrap();
-    assert!(first.contains("part ways") && first.contains(top), "{first}");
+    assert!(
+        first.contains("part ways") && first.contains(top),
+        "{first}"
+    );
     let (code, out, _) = run(&{
         let mut a = case_args(&c);
         a.push("--top".into());
@@ -229,7 +237,11 @@ fn bad_input_fails_naming_the_file() {
     let dir = std::env::temp_dir().join(format!("probelens-diag-bad-{}", std::process::id()));
     let rank = dir.join("npu");
     std::fs::create_dir_all(&rank).unwrap();
-    std::fs::write(rank.join("dump.json"), b"{\"task\": \"statistics\", \"data\": {").unwrap();
+    std::fs::write(
+        rank.join("dump.json"),
+        b"{\"task\": \"statistics\", \"data\": {",
+    )
+    .unwrap();
     std::fs::write(rank.join("construct.json"), b"{}").unwrap();
     std::fs::write(rank.join("stack.json"), b"{}").unwrap();
     let good = rank_dir(&root().join("tests/fixtures/diagnose/runs/npu_clean"), 0, 0).unwrap();
