@@ -2321,9 +2321,23 @@ fn convert_entry(store: &Store, it: &Item) -> J {
 /// db's column).
 pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -> [String; 3] {
     let order = graph.post_order();
-    // construct.json
+    let construct = json_construct(graph, &order);
+    let stack = json_stack(graph, dump, &order);
+    let dump_json = json_dump(graph, dump, &order, dump_data_dir);
+    let mut out = [String::new(), String::new(), String::new()];
+    construct.write(0, &mut out[0]);
+    dump_json.write(0, &mut out[1]);
+    stack.write(0, &mut out[2]);
+    out
+}
+
+/// [`item_lookup`]'s map.
+type ItemLookup = crate::base::HashMap<(String, String), Item>;
+
+/// construct.json of [`json_files`]: each node's parent, in post-order.
+fn json_construct(graph: &Graph, order: &[NodeId]) -> J {
     let mut construct: Vec<(String, J)> = Vec::new();
-    for id in &order {
+    for id in order {
         let n = graph.node(*id);
         if let Some(p) = n.parent() {
             let parent = J::Str(graph.name(p).to_string());
@@ -2334,9 +2348,14 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             }
         }
     }
-    // stack.json
+    J::Obj(construct)
+}
+
+/// stack.json of [`json_files`]: the nodes grouped by their stack, groups in post-order of their
+/// first node.
+fn json_stack(graph: &Graph, dump: &RankDump, order: &[NodeId]) -> J {
     let mut groups: Vec<(Vec<String>, Vec<J>)> = Vec::new();
-    for id in &order {
+    for id in order {
         let n = graph.node(*id);
         let info: Vec<J> = match graph.stack(n.stack) {
             Stack::Empty => Vec::new(),
@@ -2358,7 +2377,7 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             None => groups.push((vec![graph.name(*id).to_string()], info)),
         }
     }
-    let stack = J::Obj(
+    J::Obj(
         groups
             .into_iter()
             .enumerate()
@@ -2372,8 +2391,70 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
                 )
             })
             .collect(),
-    );
-    // dump.json
+    )
+}
+
+/// dump.json of [`json_files`]: the header, then the entry of every node with items, in
+/// post-order.
+fn json_dump(graph: &Graph, dump: &RankDump, order: &[NodeId], dump_data_dir: Option<&str>) -> J {
+    let lookup = item_lookup(graph, dump);
+    let store = &dump.store;
+    let mut data: Vec<(String, J)> = Vec::new();
+    for id in order {
+        if *id == ROOT {
+            continue;
+        }
+        let (input, output) = graph.io(dump, *id);
+        if input.is_empty() && output.is_empty() {
+            continue;
+        }
+        let nid = graph.name(*id);
+        let raw = dump
+            .entry(nid)
+            .map(|e| J::from_val(store, store.val(e.value)));
+        let entry = match raw {
+            Some(J::Obj(fields)) => overlaid_entry(fields, nid, &lookup, store),
+            _ => match entry_from_items(&input, &output, nid, store) {
+                Some(e) => e,
+                None => continue,
+            },
+        };
+        match data.iter_mut().find(|(k2, _)| k2 == nid) {
+            Some(slot) => slot.1 = entry,
+            None => data.push((nid.to_string(), entry)),
+        }
+    }
+    settle_entries(graph, &mut data);
+    let text_or_null = |v: &Option<String>, absent: &str| -> J {
+        match v {
+            Some(t) => J::Str(t.clone()),
+            None => J::Str(absent.to_string()),
+        }
+    };
+    J::Obj(vec![
+        ("task".into(), text_or_null(&dump.task, "")),
+        ("level".into(), text_or_null(&dump.level, "")),
+        (
+            "framework".into(),
+            J::Str(
+                dump.framework_key
+                    .clone()
+                    .unwrap_or_else(|| "pytorch".into()),
+            ),
+        ),
+        (
+            "dump_data_dir".into(),
+            dump_data_dir
+                .map(|d| J::Str(d.to_string()))
+                .unwrap_or(J::Null),
+        ),
+        ("is_merged".into(), J::Bool(true)),
+        ("data".into(), J::Obj(data)),
+    ])
+}
+
+/// Every node's items by (node name, item name), for [`overlay`].
+fn item_lookup(graph: &Graph, dump: &RankDump) -> ItemLookup {
     let mut lookup: crate::base::HashMap<(String, String), Item> = Default::default();
     let mut ids: Vec<NodeId> = graph.index.ids().collect();
     ids.sort_unstable();
@@ -2389,154 +2470,143 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             lookup.insert((name.to_string(), f), it);
         }
     }
-    let overlay = |orig: &J, fname: String, nid: &str| -> J {
-        let mut r = orig.clone();
-        if !matches!(r, J::Obj(_)) {
-            return r;
-        }
-        if let Some(m) = lookup.get(&(nid.to_string(), fname)) {
-            for (stat, key) in STATS {
-                if let Some(v) = m.get(key) {
-                    r.set(stat, J::from_py(&dump.store, v));
-                }
+    lookup
+}
+
+/// A dump.json item `orig` with the statistics of the merged item `fname` of node `nid`.
+fn overlay(orig: &J, fname: String, nid: &str, lookup: &ItemLookup, store: &Store) -> J {
+    let mut r = orig.clone();
+    if !matches!(r, J::Obj(_)) {
+        return r;
+    }
+    if let Some(m) = lookup.get(&(nid.to_string(), fname)) {
+        for (stat, key) in STATS {
+            if let Some(v) = m.get(key) {
+                r.set(stat, J::from_py(store, v));
             }
-        }
-        r
-    };
-    let mut data: Vec<(String, J)> = Vec::new();
-    for id in &order {
-        if *id == ROOT {
-            continue;
-        }
-        let (input, output) = graph.io(dump, *id);
-        if input.is_empty() && output.is_empty() {
-            continue;
-        }
-        let nid = graph.name(*id);
-        let raw = dump
-            .entry(nid)
-            .map(|e| J::from_val(&dump.store, dump.store.val(e.value)));
-        let entry = match raw {
-            Some(J::Obj(fields)) => {
-                let mut out = Vec::new();
-                for (f, v) in fields {
-                    let nv = match (f.as_str(), &v) {
-                        ("input_args", J::List(l)) => J::List(
-                            l.iter()
-                                .enumerate()
-                                .map(|(i, x)| overlay(x, format!("{nid}.input.{i}"), nid))
-                                .collect(),
-                        ),
-                        ("input_kwargs", J::Obj(m)) => J::Obj(
-                            m.iter()
-                                .map(|(k2, x)| {
-                                    let y = if matches!(x, J::Obj(_)) && x.get("type").is_some() {
-                                        overlay(x, format!("{nid}.input.{k2}"), nid)
-                                    } else {
-                                        x.clone()
-                                    };
-                                    (k2.clone(), y)
-                                })
-                                .collect(),
-                        ),
-                        ("output", J::List(l)) => J::List(
-                            l.iter()
-                                .enumerate()
-                                .map(|(i, x)| overlay(x, format!("{nid}.output.{i}"), nid))
-                                .collect(),
-                        ),
-                        ("parameters", J::List(l)) => J::List(
-                            l.iter()
-                                .enumerate()
-                                .map(|(i, x)| overlay(x, format!("{nid}.parameters.{i}"), nid))
-                                .collect(),
-                        ),
-                        _ => v.clone(),
-                    };
-                    out.push((f, nv));
-                }
-                J::Obj(out)
-            }
-            _ => {
-                let mut args: Vec<(i64, J)> = Vec::new();
-                let mut kwargs: Vec<(String, J)> = Vec::new();
-                let mut outs: Vec<(i64, J)> = Vec::new();
-                let mut params: Vec<J> = Vec::new();
-                let mut seen_params: Vec<String> = Vec::new();
-                let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-                for (is_out, map) in [(false, &input), (true, &output)] {
-                    for (key, it) in map {
-                        let f = if it.full_op_name.is_empty() {
-                            key.as_str()
-                        } else {
-                            it.full_op_name.as_str()
-                        };
-                        let suffix = match f.strip_prefix(nid) {
-                            Some(rest) => rest.get(1..).unwrap_or(""),
-                            None => f,
-                        };
-                        let Some((marker, idx)) = suffix.split_once('.') else {
-                            continue;
-                        };
-                        match (is_out, marker) {
-                            (false, "input") => {
-                                if digits(idx) {
-                                    let pos: i64 = idx.parse().unwrap_or(i64::MAX);
-                                    if !args.iter().any(|(p, _)| *p == pos) {
-                                        args.push((pos, convert_entry(&dump.store, it)));
-                                    }
-                                } else if !kwargs.iter().any(|(k2, _)| k2 == idx) {
-                                    kwargs.push((idx.to_string(), convert_entry(&dump.store, it)));
-                                }
-                            }
-                            (false, "parameters")
-                                if digits(idx) && !seen_params.iter().any(|s2| s2 == idx) =>
-                            {
-                                seen_params.push(idx.to_string());
-                                params.push(convert_entry(&dump.store, it));
-                            }
-                            (true, "output") if digits(idx) => {
-                                let pos: i64 = idx.parse().unwrap_or(i64::MAX);
-                                if !outs.iter().any(|(p, _)| *p == pos) {
-                                    outs.push((pos, convert_entry(&dump.store, it)));
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                let mut e = Vec::new();
-                if !args.is_empty() {
-                    args.sort_by_key(|(p, _)| *p);
-                    e.push((
-                        "input_args".to_string(),
-                        J::List(args.into_iter().map(|(_, v)| v).collect()),
-                    ));
-                }
-                if !kwargs.is_empty() {
-                    e.push(("input_kwargs".to_string(), J::Obj(kwargs)));
-                }
-                if !outs.is_empty() {
-                    outs.sort_by_key(|(p, _)| *p);
-                    e.push((
-                        "output".to_string(),
-                        J::List(outs.into_iter().map(|(_, v)| v).collect()),
-                    ));
-                }
-                if !params.is_empty() {
-                    e.push(("parameters".to_string(), J::List(params)));
-                }
-                if e.is_empty() {
-                    continue;
-                }
-                J::Obj(e)
-            }
-        };
-        match data.iter_mut().find(|(k2, _)| k2 == nid) {
-            Some(slot) => slot.1 = entry,
-            None => data.push((nid.to_string(), entry)),
         }
     }
+    r
+}
+
+/// A node's dump.json entry as it was dumped (`fields`), its items' statistics the merged ones.
+fn overlaid_entry(fields: Vec<(String, J)>, nid: &str, lookup: &ItemLookup, store: &Store) -> J {
+    let overlay_at = |x: &J, fname: String, nid: &str| overlay(x, fname, nid, lookup, store);
+    let mut out = Vec::new();
+    for (f, v) in fields {
+        let nv = match (f.as_str(), &v) {
+            ("input_args", J::List(l)) => J::List(
+                l.iter()
+                    .enumerate()
+                    .map(|(i, x)| overlay_at(x, format!("{nid}.input.{i}"), nid))
+                    .collect(),
+            ),
+            ("input_kwargs", J::Obj(m)) => J::Obj(
+                m.iter()
+                    .map(|(k2, x)| {
+                        let y = if matches!(x, J::Obj(_)) && x.get("type").is_some() {
+                            overlay_at(x, format!("{nid}.input.{k2}"), nid)
+                        } else {
+                            x.clone()
+                        };
+                        (k2.clone(), y)
+                    })
+                    .collect(),
+            ),
+            ("output", J::List(l)) => J::List(
+                l.iter()
+                    .enumerate()
+                    .map(|(i, x)| overlay_at(x, format!("{nid}.output.{i}"), nid))
+                    .collect(),
+            ),
+            ("parameters", J::List(l)) => J::List(
+                l.iter()
+                    .enumerate()
+                    .map(|(i, x)| overlay_at(x, format!("{nid}.parameters.{i}"), nid))
+                    .collect(),
+            ),
+            _ => v.clone(),
+        };
+        out.push((f, nv));
+    }
+    J::Obj(out)
+}
+
+/// A node's dump.json entry made from its items, for a node the dump has no object entry of
+/// (None: no item to write).
+fn entry_from_items(input: &ItemMap, output: &ItemMap, nid: &str, store: &Store) -> Option<J> {
+    let mut args: Vec<(i64, J)> = Vec::new();
+    let mut kwargs: Vec<(String, J)> = Vec::new();
+    let mut outs: Vec<(i64, J)> = Vec::new();
+    let mut params: Vec<J> = Vec::new();
+    let mut seen_params: Vec<String> = Vec::new();
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    for (is_out, map) in [(false, input), (true, output)] {
+        for (key, it) in map {
+            let f = if it.full_op_name.is_empty() {
+                key.as_str()
+            } else {
+                it.full_op_name.as_str()
+            };
+            let suffix = match f.strip_prefix(nid) {
+                Some(rest) => rest.get(1..).unwrap_or(""),
+                None => f,
+            };
+            let Some((marker, idx)) = suffix.split_once('.') else {
+                continue;
+            };
+            match (is_out, marker) {
+                (false, "input") => {
+                    if digits(idx) {
+                        let pos: i64 = idx.parse().unwrap_or(i64::MAX);
+                        if !args.iter().any(|(p, _)| *p == pos) {
+                            args.push((pos, convert_entry(store, it)));
+                        }
+                    } else if !kwargs.iter().any(|(k2, _)| k2 == idx) {
+                        kwargs.push((idx.to_string(), convert_entry(store, it)));
+                    }
+                }
+                (false, "parameters") if digits(idx) && !seen_params.iter().any(|s2| s2 == idx) => {
+                    seen_params.push(idx.to_string());
+                    params.push(convert_entry(store, it));
+                }
+                (true, "output") if digits(idx) => {
+                    let pos: i64 = idx.parse().unwrap_or(i64::MAX);
+                    if !outs.iter().any(|(p, _)| *p == pos) {
+                        outs.push((pos, convert_entry(store, it)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut e = Vec::new();
+    if !args.is_empty() {
+        args.sort_by_key(|(p, _)| *p);
+        e.push((
+            "input_args".to_string(),
+            J::List(args.into_iter().map(|(_, v)| v).collect()),
+        ));
+    }
+    if !kwargs.is_empty() {
+        e.push(("input_kwargs".to_string(), J::Obj(kwargs)));
+    }
+    if !outs.is_empty() {
+        outs.sort_by_key(|(p, _)| *p);
+        e.push((
+            "output".to_string(),
+            J::List(outs.into_iter().map(|(_, v)| v).collect()),
+        ));
+    }
+    if !params.is_empty() {
+        e.push(("parameters".to_string(), J::List(params)));
+    }
+    (!e.is_empty()).then_some(J::Obj(e))
+}
+
+/// The last touches of the entries of [`json_dump`]: each merged node's `parallel_merge_info`,
+/// and no `md5` in any item.
+fn settle_entries(graph: &Graph, data: &mut [(String, J)]) {
     for (nid, entry) in data.iter_mut() {
         if let Some(node) = graph.get(nid) {
             if let Some(info) = graph.merge_info.get(&node).filter(|v| !v.is_empty()) {
@@ -2564,37 +2634,6 @@ pub fn json_files(graph: &Graph, dump: &RankDump, dump_data_dir: Option<&str>) -
             }
         }
     }
-    let text_or_null = |v: &Option<String>, absent: &str| -> J {
-        match v {
-            Some(t) => J::Str(t.clone()),
-            None => J::Str(absent.to_string()),
-        }
-    };
-    let dump_json = J::Obj(vec![
-        ("task".into(), text_or_null(&dump.task, "")),
-        ("level".into(), text_or_null(&dump.level, "")),
-        (
-            "framework".into(),
-            J::Str(
-                dump.framework_key
-                    .clone()
-                    .unwrap_or_else(|| "pytorch".into()),
-            ),
-        ),
-        (
-            "dump_data_dir".into(),
-            dump_data_dir
-                .map(|d| J::Str(d.to_string()))
-                .unwrap_or(J::Null),
-        ),
-        ("is_merged".into(), J::Bool(true)),
-        ("data".into(), J::Obj(data)),
-    ]);
-    let mut out = [String::new(), String::new(), String::new()];
-    J::Obj(construct).write(0, &mut out[0]);
-    dump_json.write(0, &mut out[1]);
-    stack.write(0, &mut out[2]);
-    out
 }
 
 /// Python's `int / int` (true division, correctly rounded for the sizes statistics have).
