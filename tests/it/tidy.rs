@@ -22,8 +22,6 @@ const MAX_FN_LINES: usize = 150;
 const LONG_FNS: &[(&str, &str)] = &[
     // The pickle VM: one loop over opcodes, which reads best as one match.
     ("formats/tensor.rs", "run"),
-    // To be split at its phases (issue 22, step 3).
-    ("bin/probelens/main.rs", "graph_visualize"),
 ];
 
 /// What the core must not name, with why.
