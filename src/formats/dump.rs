@@ -5,6 +5,14 @@
 //! [`Store`]; no `serde_json::Value` of a whole file is ever built. The overflow scene of every
 //! entry (msprobe's `-oc`) is decided here, while the entry is at hand, so later stages need not
 //! walk the raw data again.
+//!
+//! [`RankParser`] reads construct.json and dump.json in chunks of any size (stack.json whole):
+//! dump.json entry by entry as its bytes arrive, the parsed bytes dropped (a step that runs out of
+//! bytes is undone and waits for the next chunk; each entry is checked while its bytes are at hand,
+//! so messages keep their line and column); construct.json's members as they complete. A
+//! construct.json that is not a well-formed object stops the chunks and is parsed whole, whose
+//! message names the place. `tests/it/streaming.rs` checks chunked = whole on every dump of the
+//! fixtures and the bad-input corpus.
 
 use crate::base::error::{Diagnostic, Error, ErrorKind, Place, Result, MAX_FILE_BYTES};
 use crate::base::names::{NameId, NameMap, Names};

@@ -67,7 +67,7 @@ pub struct MergedPair {
 /// A whole parallel step: validate, build every rank, merge each side, then (with a bench side)
 /// compare the i-th merged NPU graph with the i-th merged bench graph, with fuzzy matching and the
 /// parallel-merge checker set. `for_db`: the result is for a `.vis.db` (see [`settle_shared`]),
-/// not for [`json_files`].
+/// not for [`super::json_files`].
 pub fn run_step(
     npu: Vec<(i64, String, RankDump)>,
     bench: Option<Vec<(i64, String, RankDump)>>,

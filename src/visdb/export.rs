@@ -3,6 +3,13 @@
 //!
 //! The core never touches the SQLite library: `visdb` turns these rows into the values that
 //! `sqlite_writer` packs into the file the CLI writes.
+//!
+//! [`GraphRows`] fixes a graph's node order and stack ids first, then formats any range of its
+//! rows: a `RowWriter` per thread keeps the caches and one reused buffer per text column, and a
+//! [`Sink`] gets each row borrowing them, with no allocation per cell. [`PairRows`] formats a
+//! pair's graphs so that each Bench node's items are derived once: the NPU row of a pair whose
+//! compare columns are derived as it is written also writes its Bench partner's row; the other
+//! Bench rows are written on their own.
 
 use crate::base::error::Diagnostic;
 use crate::compare::pair::PairResult;

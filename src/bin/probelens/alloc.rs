@@ -13,9 +13,8 @@ extern "C" {
 }
 
 /// Hands the memory freed so far back to the system now, not after the purge delay: after a
-/// result is freed, before the next one or the index phase allocates. The freed result stayed
-/// resident beside the index keys read back: the scale pair's peak RSS with the db was 170 MB,
-/// 161 MB with this (medians of 6 alternating runs; the spread 159-177 became 159-163 MB).
+/// result is freed, before the next one or the index phase allocates. Else the freed result stays
+/// resident beside the index keys read back, at the peak.
 pub(crate) fn give_back_freed() {
     // SAFETY: a plain call into the allocator this binary links; no pointers involved.
     unsafe { mi_collect(true) }
@@ -24,17 +23,15 @@ pub(crate) fn give_back_freed() {
 /// `mi_option_purge_delay` and `mi_option_allow_thp` in mimalloc's `mi_option_e` (v3 header,
 /// the crate's default).
 pub(crate) const MI_OPTION_PURGE_DELAY: std::os::raw::c_int = 15;
-
 pub(crate) const MI_OPTION_ALLOW_THP: std::os::raw::c_int = 43;
 
 /// By default mimalloc hands freed pages back to the OS after 10 ms; a compare frees and grows
-/// hundreds of MB in bursts, so the same pages were decommitted and faulted in (zeroed) again and
-/// again: a third of the run was the kernel clearing pages (80-layer pair: 7.8 s at 10 ms, 3.4 s
-/// at one second). 100 ms keeps the speed and ~20 MB less at the peak than one second, which
-/// held freed parse and compare buffers past the compare (no-db peak 278 -> 258 MB; 0 ms: 253 MB
-/// but a third more system time).
-/// Transparent huge pages (mimalloc asks for them with `madvise`) made the kernel zero 2 MiB at
-/// a time on first touch: without them system time fell from ~2.4 s to ~1 s on the same pair.
+/// hundreds of MB in bursts, so the same pages are decommitted and faulted in (zeroed) again and
+/// again, and the kernel spends much of the run clearing pages. 100 ms keeps the speed of a long
+/// delay without holding freed parse and compare buffers past the compare (BENCHMARKS.md has the
+/// figures).
+/// Transparent huge pages (mimalloc asks for them with `madvise`) make the kernel zero 2 MiB at a
+/// time on first touch: they are turned off, which more than halves the system time.
 pub(crate) fn tune_allocator() {
     // SAFETY: plain option setters of the allocator this binary links; no pointers involved.
     unsafe {

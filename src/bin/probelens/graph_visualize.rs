@@ -241,8 +241,8 @@ fn merge_only(
 /// table leaves the formatting threads write (`DbSink`).
 ///
 /// The file is written directly as SQLite pages (`probelens::visdb::sqlite_writer`): rows as
-/// they come, indexes sorted and packed at the end. Inserting through SQLite cost ~4 s of the
-/// scale pair's ~6.5 s; the content is the same (the fidelity tests read it back with SQLite).
+/// they come, indexes sorted and packed at the end, much faster than inserting through SQLite;
+/// the content is the same (the fidelity tests read it back with SQLite).
 fn create_db(db_path: &Path, tmp_path: &Path, keys_path: &Path) -> Result<(DbWriter, DbFile)> {
     let file = std::fs::File::create(tmp_path).map_err(|e| db_err(db_path, e))?;
     let (tables, indexes) = visdb::schema();
@@ -331,7 +331,7 @@ impl Visualize<'_> {
                 cpu.mark("export");
                 progress.update(i + 1, &format!("step {} rank {}", pair.step, pair.rank));
                 // The result is freed before the indexes are sorted, which then reuse its
-                // memory (the free takes ~10 ms).
+                // memory.
                 drop(res);
                 give_back_freed();
             }

@@ -1,5 +1,14 @@
 //! The `probelens` command line: a drop-in for `msprobe graph_visualize`, writing the same
 //! `.vis.db`. All IO (files, clock, SQLite, terminal) lives here; the library does none.
+//!
+//! Threads (the core starts none; it calls the [`probelens::Join`] the CLI passes, two scoped
+//! threads): the two sides of a pair are parsed on two threads, each going on with its side's
+//! `run::Prepared` work as soon as its dump is parsed (`graph_visualize::run_loaded_pair`); the
+//! rows of the NPU and Bench graphs are formatted on two threads that take parts of either graph in
+//! turn, each packing its rows into the file's pages itself under the writer's lock while they are
+//! in its core's cache (`db::DbSink`); the indexes are sorted and written on two threads at the
+//! end. SQLite itself (`rusqlite`) only rebuilds the indexes past the writer's key budget and
+//! applies the distributed post-analysis in the written file.
 
 mod alloc;
 mod args;
