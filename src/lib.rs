@@ -6,26 +6,30 @@
 //! (`src/wasm/`, feature `wasm`) are the only hosts.
 //!
 //! The folders, in pipeline order:
+//!
+//! - [`base`]: the error type, interned names, the chunked vector, and what the host hands the
+//!   core (the `Files` trait, [`Join`], the hash map type).
+//! - [`formats`]: the input files: the JSON reader and Python's text forms, the rank dump model
+//!   (`RankDump`), overflow scenes, tensors.
+//! - [`graph`]: one rank's hierarchical graph (`Graph`) and its tensor items.
+//! - [`mapping`]: layer mapping (`-lm`): scope trie, scoped keys, export of pairs as rules.
+//! - [`compare`]: matching and comparing two graphs (`Comparison`): statistics, real tensors,
+//!   suggestions for unmatched nodes; a pair's result (`PairResult`).
+//! - [`visdb`]: the `.vis.db`: its rows (`PairRows`), its schema, the SQLite page `Writer`.
+//! - [`run`]: a whole run: folder classification and the per-pair pipeline (`run_pair`).
+//! - [`merge`]: parallel merge (`--rank_size/--tp/--pp`) of the ranks of one step.
+//! - [`view`]: plain DTOs for the page: the run answer, graph columns, node details.
+//! - `wasm` (feature `wasm`): the WebAssembly boundary (`Session`).
 
-/// Error, interned names, chunked vector, the host's [`Join`] and the hash map type.
 pub mod base;
-/// Matching and comparing two graphs: statistics, real tensors, suggestions for unmatched nodes.
 pub mod compare;
-/// The input files: JSON reader and Python text forms, the rank dump model, overflow scenes, tensors.
 pub mod formats;
-/// One rank's hierarchical graph and its tensor items.
 pub mod graph;
-/// Layer mapping (`-lm`): scope trie, scoped keys, export of manual pairs as rules.
 pub mod mapping;
-/// Parallel merge (`--rank_size/--tp/--pp`) of the ranks of one step.
 pub mod merge;
-/// A whole run: folder classification and the per-pair pipeline.
 pub mod run;
-/// Plain DTOs for the page: the run answer, graph columns, node details.
 pub mod view;
-/// The `.vis.db`: its rows, its schema, and the SQLite page writer.
 pub mod visdb;
-/// The WebAssembly boundary (feature `wasm`).
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

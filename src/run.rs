@@ -3,6 +3,11 @@
 //!
 //! Files are reached through the [`Files`] trait, so the core stays free of IO: the CLI
 //! implements it over the file system, the page over the files the user dropped.
+//!
+//! [`run_pair`] takes a [`PairInput`]: the two parsed sides, each side's [`Prepared`] work (its
+//! graph and layer-mapping part, which need that side's dump alone: a host that parses the sides
+//! side by side makes it as soon as a side is parsed; one made of another dump than the pair's,
+//! compared by address, is made again) and the checker set.
 
 use crate::base::error::{Diagnostic, Error, Result};
 use crate::base::{join_path, Files};

@@ -552,7 +552,7 @@ scope.onmessage = (/** @type {MessageEvent} */ e) => {
       if ('side' in req) msg.side = req.side;
       if ('path' in req) msg.path = req.path;
       if (oom?.file) msg.path = oom.file;
-      // The core's Errors say which side and file they concern (src/wasm.rs side_err).
+      // The core's Errors say which side and file they concern (src/wasm/mod.rs side_err).
       const info = /** @type {{side?: unknown, file?: unknown}} */ (err instanceof Error ? err : {});
       if (info.side === 'npu' || info.side === 'bench') msg.side = info.side;
       if (typeof info.file === 'string' && info.file) msg.path = info.file;

@@ -1,11 +1,10 @@
 //! A vector in fixed-size chunks, for the page's graph arenas.
 //!
 //! The page's wasm heap never shrinks and has no `mmap`: a large block it cannot place in a hole
-//! left by earlier work grows the memory at its top. A graph's node arena was such a block (the
-//! 80-layer pair's NPU graph: 10.8 MB, its Bench graph 7.8 MB) and went on top of the two parsed
-//! folders every time, while more than that lay free in smaller holes. In chunks of
-//! `1 << BITS` elements the arena fills those holes. Natively the graph keeps a plain `Vec`
-//! (`graph::Nodes`): the chunk lookup costs a load per access for nothing there.
+//! left by earlier work grows the memory at its top. A large graph's node arena in one block
+//! went on top of the two parsed folders, while more than that lay free in smaller holes. In
+//! chunks of `1 << BITS` elements the arena fills those holes. Natively the graph keeps a plain
+//! `Vec` (`graph::Nodes`): the chunk lookup costs a load per access for nothing there.
 //!
 //! The methods are `Vec`'s of the same names, as the graph code uses them.
 

@@ -5,6 +5,14 @@
 //! [`Store`]; no `serde_json::Value` of a whole file is ever built. The overflow scene of every
 //! entry (msprobe's `-oc`) is decided here, while the entry is at hand, so later stages need not
 //! walk the raw data again.
+//!
+//! [`RankParser`] reads construct.json and dump.json in chunks of any size (stack.json whole):
+//! dump.json entry by entry as its bytes arrive, the parsed bytes dropped (a step that runs out of
+//! bytes is undone and waits for the next chunk; each entry is checked while its bytes are at hand,
+//! so messages keep their line and column); construct.json's members as they complete. A
+//! construct.json that is not a well-formed object stops the chunks and is parsed whole, whose
+//! message names the place. `tests/it/streaming.rs` checks chunked = whole on every dump of the
+//! fixtures and the bad-input corpus.
 
 use crate::base::error::{Diagnostic, Error, ErrorKind, Place, Result, MAX_FILE_BYTES};
 use crate::base::names::{NameId, NameMap, Names};
@@ -1407,57 +1415,15 @@ impl RankDump {
         let buf = src.buf;
         let file = self.names.dump.as_str();
         let store = &self.store;
-        match value {
-            Val::Null => return Ok(None),
-            Val::Obj { .. } => {}
-            other => {
-                return Err(Error::schema_at(
-                    file,
-                    entry_path(name),
-                    src.lc(at),
-                    format!(
-                        "expected an object with the entry's input_args, input_kwargs, output... (or null), found {}",
-                        type_name(other)
-                    ),
-                ))
-            }
+        if value == Val::Null {
+            return Ok(None);
         }
-        let segs: Vec<&str> = name.split('.').collect();
-        let last = segs.last().copied().unwrap_or("");
-        let second_last = if segs.len() >= 2 {
-            segs[segs.len() - 2]
-        } else {
-            ""
-        };
         // (crumb parent, segment) for paths, built only along what is walked.
         let mut crumbs: Vec<(u32, Seg)> = Vec::new();
         // (value, op_item_parse depth, crumb, quiet: below an item whose type is not a string,
         // where msprobe's reading is already reported).
         let mut stack: Vec<(Val, usize, u32, bool)> = Vec::new();
-        if last == "debug" || last == "parameters_grad" || second_last == "parameters_grad" {
-            crumbs.push((u32::MAX, Seg::Root));
-            stack.push((value, 0, 0, false));
-        } else {
-            for (key, v) in store.obj(value) {
-                if !IO_KEYS.contains(&store.key(key)) {
-                    continue;
-                }
-                if !matches!(v, Val::Null | Val::List { .. } | Val::Obj { .. }) {
-                    let path = [Seg::Key(key)];
-                    return Err(Error::schema_at(
-                        file,
-                        seg_path(store, name, &path),
-                        src.lc(locate(buf, at, store, &path)),
-                        format!(
-                            "expected a list or an object of items (or null), found {}",
-                            type_name(v)
-                        ),
-                    ));
-                }
-                crumbs.push((u32::MAX, Seg::Key(key)));
-                stack.push((v, 0, crumbs.len() as u32 - 1, false));
-            }
-        }
+        self.entry_roots(name, value, src, at, &mut crumbs, &mut stack)?;
         let mut warn: Option<(Vec<Seg>, String)> = None;
         let mut warn_count = 0usize;
         let mut note =
@@ -1519,53 +1485,16 @@ impl RankDump {
                         Some(Val::Str(_)) => {
                             // A leaf item: the fields compare reads.
                             for (kk, x) in pairs {
-                                let expected = if [k::MAX, k::MIN, k::MEAN, k::NORM].contains(&kk) {
-                                    if let Val::BigInt(r) = x {
-                                        if !big_fits_f64(store.str(r)) {
-                                            return Err(fail(
-                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(r))),
-                                                ErrorKind::Schema,
-                                                Some(kk),
-                                            ));
-                                        }
-                                    }
-                                    (!matches!(
-                                        x,
-                                        Val::Null
-                                            | Val::Bool(_)
-                                            | Val::Int(_)
-                                            | Val::BigInt(_)
-                                            | Val::Float(_)
-                                    ))
-                                    .then_some("a number, a boolean or null")
-                                } else if kk == k::VALUE {
-                                    if let Val::BigInt(r) = x {
-                                        if !big_fits_f64(store.str(r)) {
-                                            return Err(fail(
-                                                format!("the integer {} is beyond the range of a float (msprobe fails converting it)", abbrev(store.str(r))),
-                                                ErrorKind::Schema,
-                                                Some(kk),
-                                            ));
-                                        }
-                                    }
-                                    None
-                                } else if kk == k::SHAPE {
-                                    (!matches!(x, Val::Null | Val::List { .. }))
-                                        .then_some("a list of dimensions or null")
-                                } else if kk == k::DTYPE {
-                                    (!matches!(x, Val::Null | Val::Str(_)))
-                                        .then_some("a string or null")
-                                } else {
-                                    None
-                                };
-                                if let Some(e) = expected {
-                                    note(
+                                match check_leaf_field(store, kk, x) {
+                                    Err(msg) => return Err(fail(msg, ErrorKind::Schema, Some(kk))),
+                                    Ok(Some(e)) => note(
                                         quiet,
                                         &crumbs,
                                         crumb,
                                         Some(kk),
                                         format!("expected {e}, found {}", type_name(x)),
-                                    );
+                                    ),
+                                    Ok(None) => {}
                                 }
                             }
                             continue;
@@ -1617,6 +1546,67 @@ impl RankDump {
                 warn_count,
             )
         }))
+    }
+
+    /// The values of an entry that read_op flattens, pushed as the roots of
+    /// [`RankParser::validate_entry`]'s walk: the whole entry for `debug` and `parameters_grad`
+    /// entries, else its input/output keys. An entry that is not an object, or such a value that
+    /// is not a list, an object or null, is an error.
+    fn entry_roots(
+        &self,
+        name: &str,
+        value: Val,
+        src: &Src,
+        at: usize,
+        crumbs: &mut Vec<(u32, Seg)>,
+        stack: &mut Vec<(Val, usize, u32, bool)>,
+    ) -> Result<()> {
+        let buf = src.buf;
+        let file = self.names.dump.as_str();
+        let store = &self.store;
+        if !matches!(value, Val::Obj { .. }) {
+            return Err(Error::schema_at(
+                file,
+                entry_path(name),
+                src.lc(at),
+                format!(
+                    "expected an object with the entry's input_args, input_kwargs, output... (or null), found {}",
+                    type_name(value)
+                ),
+            ));
+        }
+        let segs: Vec<&str> = name.split('.').collect();
+        let last = segs.last().copied().unwrap_or("");
+        let second_last = if segs.len() >= 2 {
+            segs[segs.len() - 2]
+        } else {
+            ""
+        };
+        if last == "debug" || last == "parameters_grad" || second_last == "parameters_grad" {
+            crumbs.push((u32::MAX, Seg::Root));
+            stack.push((value, 0, 0, false));
+            return Ok(());
+        }
+        for (key, v) in store.obj(value) {
+            if !IO_KEYS.contains(&store.key(key)) {
+                continue;
+            }
+            if !matches!(v, Val::Null | Val::List { .. } | Val::Obj { .. }) {
+                let path = [Seg::Key(key)];
+                return Err(Error::schema_at(
+                    file,
+                    seg_path(store, name, &path),
+                    src.lc(locate(buf, at, store, &path)),
+                    format!(
+                        "expected a list or an object of items (or null), found {}",
+                        type_name(v)
+                    ),
+                ));
+            }
+            crumbs.push((u32::MAX, Seg::Key(key)));
+            stack.push((v, 0, crumbs.len() as u32 - 1, false));
+        }
+        Ok(())
     }
 
     fn clear_entries(&mut self) {
@@ -1820,6 +1810,43 @@ fn locate(buf: &[u8], at: usize, store: &Store, segs: &[Seg]) -> usize {
     }
     r.skip_ws();
     r.pos
+}
+/// One field of a leaf item as compare reads it: `Err` with the message where msprobe fails on
+/// it, `Ok(Some(expected))` where msprobe reads through an unexpected type (a warning), else
+/// `Ok(None)`.
+fn check_leaf_field(
+    store: &Store,
+    key: KeyId,
+    x: Val,
+) -> std::result::Result<Option<&'static str>, String> {
+    if [k::MAX, k::MIN, k::MEAN, k::NORM].contains(&key) {
+        check_float_range(store, x)?;
+        Ok((!matches!(
+            x,
+            Val::Null | Val::Bool(_) | Val::Int(_) | Val::BigInt(_) | Val::Float(_)
+        ))
+        .then_some("a number, a boolean or null"))
+    } else if key == k::VALUE {
+        check_float_range(store, x)?;
+        Ok(None)
+    } else if key == k::SHAPE {
+        Ok((!matches!(x, Val::Null | Val::List { .. })).then_some("a list of dimensions or null"))
+    } else if key == k::DTYPE {
+        Ok((!matches!(x, Val::Null | Val::Str(_))).then_some("a string or null"))
+    } else {
+        Ok(None)
+    }
+}
+
+/// An integer msprobe converts to a float: one beyond a float's range fails there.
+fn check_float_range(store: &Store, x: Val) -> std::result::Result<(), String> {
+    match x {
+        Val::BigInt(r) if !big_fits_f64(store.str(r)) => Err(format!(
+            "the integer {} is beyond the range of a float (msprobe fails converting it)",
+            abbrev(store.str(r))
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Python's `float(int)` succeeds (the value is within f64's range).

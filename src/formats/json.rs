@@ -7,6 +7,17 @@
 //! and nesting is bounded by [`MAX_DEPTH`], so no input recurses without bound.
 //!
 //! Errors carry the byte offset; [`line_col`] turns it into a line and column for messages.
+//!
+//! The store's layout: one arena of 8-byte NaN-boxed words (`Packed`: a float is its own bits,
+//! anything else a tagged NaN; what does not fit goes whole to a side list), decoded to a `Val` on
+//! read; a [`Word`] is a `Val` kept in 8 bytes outside the store (each dump entry's value). A short
+//! string seen just before is stored once; a list of up to 8 values equal to one already held (a
+//! tensor shape) is stored once; each object's key list is stored once per distinct list (a layout:
+//! every tensor of a dump shares one), so a member costs one word. The members objects repeat word
+//! for word (null, booleans, strings of at most 16 bytes, short lists: a tensor's type, dtype,
+//! shape, requires_grad) go once into a template on that layout and the object keeps only its other
+//! words (at most 1,024 templates per layout, so unique short strings such as md5s fall back to
+//! plain objects).
 
 use crate::base::HashMap;
 

@@ -3,6 +3,14 @@
 //! Nodes live in a `Vec` and refer to each other by [`NodeId`] (`u32`). Input/output items are not
 //! stored: a node keeps the index of its dump entry and [`Graph::io`] derives them on demand, so
 //! a graph costs a few dozen bytes per node beyond its name.
+//!
+//! The arena is [`Nodes`]: a `Vec` natively, chunks in wasm32 (`base::chunkvec`). A node's name is
+//! a `u32` into [`GraphNames`] (the dump's interned names, shared, then the few names the graph
+//! makes up); its optional links, entry, micro step and verdict are kept without `Option` tags and
+//! read through methods, its stack a [`StackId`] into the graph's distinct stack values. The build
+//! follows construct order (a dump-named node and its stack.json entry looked up by the name's id),
+//! then the backward parent fix-ups, the recompute repair, `Apis_Between_Modules.k`,
+//! `parameters_grad` and the micro-step paging.
 
 pub mod cells;
 pub mod items;
@@ -167,8 +175,8 @@ pub fn stack_key(s: Stack) -> Option<(u8, u32, u32)> {
 pub struct Precision(pub f64);
 
 /// A graph node. The optional links and numbers are kept without `Option`'s tag words and the
-/// stack value as an id (a node was 104 bytes, 64 now; 96 and 56 in wasm32: the tests pin
-/// both): read them with the methods of the same names.
+/// stack value as an id (64 bytes, 56 in wasm32: the tests pin both): read them with the methods
+/// of the same names.
 #[derive(Debug, Clone)]
 pub struct Node {
     /// In the graph's [`GraphNames`] ([`Graph::name`]).

@@ -193,21 +193,7 @@ pub fn export_mapping(
     bench: &RankDump,
     pairs: &[(String, String)],
 ) -> Result<Exported> {
-    const FILE: &str = "layer_mapping.yaml";
-    let blank = current_yaml
-        .lines()
-        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
-    let mut lm = if blank {
-        LayerMapping::empty()
-    } else {
-        LayerMapping::parse(FILE, current_yaml)?
-    };
-    if let Some(why) = &lm.invalid {
-        return Err(Error::input(
-            FILE,
-            format!("the current mapping cannot be extended: {why}"),
-        ));
-    }
+    let mut lm = current_mapping(current_yaml)?;
     let side_err = |d: &RankDump, why: String| {
         Error::input(
             &d.names.dump,
@@ -216,7 +202,56 @@ pub fn export_mapping(
     };
     let n_tree = ScopeTree::build(npu).map_err(|w| side_err(npu, w))?;
     let b_tree = ScopeTree::build(bench).map_err(|w| side_err(bench, w))?;
+    let (refused, wants) = wanted(pairs, &n_tree, &b_tree);
+    let added = find_rules(&n_tree, &b_tree, &mut lm, &wants);
+    let yaml = merge_yaml(current_yaml, &added)?;
+    let check = LayerMapping::parse(MAPPING_FILE, &yaml)?;
+    let (reproduced, missed) =
+        check_pairs((npu, bench), (&n_tree, &b_tree), &check, pairs, refused)?;
+    Ok(Exported {
+        yaml,
+        added,
+        reproduced,
+        missed,
+    })
+}
 
+/// A pair of node names: NPU, Bench.
+type Pair = (String, String);
+
+/// A pair not reproduced: NPU name, Bench name, why.
+type Missed = (String, String, String);
+
+/// The name errors about the current mapping give.
+const MAPPING_FILE: &str = "layer_mapping.yaml";
+
+/// The mapping to extend: `current_yaml` parsed (blank or comments only: none), refused when it
+/// is not valid.
+fn current_mapping(current_yaml: &str) -> Result<LayerMapping> {
+    let blank = current_yaml
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+    let lm = if blank {
+        LayerMapping::empty()
+    } else {
+        LayerMapping::parse(MAPPING_FILE, current_yaml)?
+    };
+    if let Some(why) = &lm.invalid {
+        return Err(Error::input(
+            MAPPING_FILE,
+            format!("the current mapping cannot be extended: {why}"),
+        ));
+    }
+    Ok(lm)
+}
+
+/// The scope pairs rules are looked for (shallow first), and for each pair the reason none is
+/// looked for, if so.
+fn wanted(
+    pairs: &[(String, String)],
+    n_tree: &ScopeTree,
+    b_tree: &ScopeTree,
+) -> (Vec<Option<String>>, Vec<Want>) {
     // Pairs no rule is looked for, with the reason (the final check may still find them matched).
     let mut refused: Vec<Option<String>> = Vec::with_capacity(pairs.len());
     let mut wants: Vec<Want> = Vec::new();
@@ -269,80 +304,95 @@ pub fn export_mapping(
             &b.b_path,
         ))
     });
+    (refused, wants)
+}
 
+/// Adds to `lm` a rule for each of `wants` that no rule reproduces yet, where one reproduces it
+/// without changing another layer of its class or a pair done before; returns the rules added.
+fn find_rules(
+    n_tree: &ScopeTree,
+    b_tree: &ScopeTree,
+    lm: &mut LayerMapping,
+    wants: &[Want],
+) -> Vec<AddedRule> {
     let mut added: Vec<AddedRule> = Vec::new();
     let mut done: Vec<usize> = Vec::new();
     for (i, w) in wants.iter().enumerate() {
-        if reproduced(&n_tree, &lm, w) {
+        if reproduced(n_tree, lm, w) {
             done.push(i);
             continue;
         }
-        let mut ok = false;
-        for strip in [true, false] {
-            let Some((parent, src, dst)) = needed_rule(&n_tree, &lm, w, strip) else {
-                break;
-            };
-            let (src, dst) = (src.join("."), dst.join("."));
-            let parent_refs: Vec<&str> = parent.iter().map(String::as_str).collect();
-            let class = if parent.is_empty() {
-                "TopLayer".to_string()
-            } else {
-                match n_tree.class_at(&parent_refs) {
-                    Some(c) => c.to_string(),
-                    None => break,
-                }
-            };
-            // The class key first, then the exact parent path.
-            let mut keys = Vec::new();
-            if !is_scoped_key(&class) {
-                keys.push(class.clone());
-            }
-            if !parent.is_empty() {
-                keys.push(format!("{}.{class}", parent.join(".")));
-            }
-            for key in keys {
-                let scoped = is_scoped_key(&key);
-                let mut trial = lm.clone();
-                trial.add_rule(&key, &src, &dst);
-                if !reproduced(&n_tree, &trial, w) {
-                    continue;
-                }
-                if !scoped
-                    && (lm.class_rule(&class, &src).is_some_and(|d| d != dst)
-                        || changes_others(&n_tree, &b_tree, &lm, &trial, &class, &src, &parent))
-                {
-                    continue;
-                }
-                if done
-                    .iter()
-                    .any(|&j| !reproduced(&n_tree, &trial, &wants[j]))
-                {
-                    continue;
-                }
-                lm = trial;
-                added.push(AddedRule {
-                    key,
-                    src: src.clone(),
-                    dst: dst.clone(),
-                });
-                ok = true;
-                break;
-            }
-            if ok {
-                break;
-            }
-        }
-        if ok {
+        let done_wants: Vec<&Want> = done.iter().map(|&j| &wants[j]).collect();
+        if let Some(rule) = rule_for(n_tree, b_tree, lm, w, &done_wants) {
+            added.push(rule);
             done.push(i);
         }
     }
+    added
+}
 
-    let yaml = merge_yaml(current_yaml, &added)?;
-    // Check with what a run with the merged text matches (`compare`'s layer-mapping match, as
-    // msprobe's `mapping_match`): an NPU node goes to the Bench node named by the mapping, or, if
-    // it is not a dump.json entry the mapping covers, to the Bench node of its own name.
-    let check = LayerMapping::parse(FILE, &yaml)?;
-    let (mapping, ineffective) = match api_mapping(npu, bench, &check, None) {
+/// The first rule (the stripped scopes first; the class key, then the exact parent path) that
+/// reproduces `w` without changing what `lm` maps elsewhere or breaking `done`; added to `lm`.
+fn rule_for(
+    n_tree: &ScopeTree,
+    b_tree: &ScopeTree,
+    lm: &mut LayerMapping,
+    w: &Want,
+    done: &[&Want],
+) -> Option<AddedRule> {
+    for strip in [true, false] {
+        let (parent, src, dst) = needed_rule(n_tree, lm, w, strip)?;
+        let (src, dst) = (src.join("."), dst.join("."));
+        let parent_refs: Vec<&str> = parent.iter().map(String::as_str).collect();
+        let class = if parent.is_empty() {
+            "TopLayer".to_string()
+        } else {
+            n_tree.class_at(&parent_refs)?.to_string()
+        };
+        // The class key first, then the exact parent path.
+        let mut keys = Vec::new();
+        if !is_scoped_key(&class) {
+            keys.push(class.clone());
+        }
+        if !parent.is_empty() {
+            keys.push(format!("{}.{class}", parent.join(".")));
+        }
+        for key in keys {
+            let scoped = is_scoped_key(&key);
+            let mut trial = lm.clone();
+            trial.add_rule(&key, &src, &dst);
+            if !reproduced(n_tree, &trial, w) {
+                continue;
+            }
+            if !scoped
+                && (lm.class_rule(&class, &src).is_some_and(|d| d != dst)
+                    || changes_others(n_tree, b_tree, lm, &trial, &class, &src, &parent))
+            {
+                continue;
+            }
+            if done.iter().any(|o| !reproduced(n_tree, &trial, o)) {
+                continue;
+            }
+            *lm = trial;
+            return Some(AddedRule { key, src, dst });
+        }
+    }
+    None
+}
+
+/// The pairs a run with the merged mapping `check` matches, and the others with the reason.
+///
+/// The check is what a run with the merged text matches (`compare`'s layer-mapping match, as
+/// msprobe's `mapping_match`): an NPU node goes to the Bench node named by the mapping, or, if
+/// it is not a dump.json entry the mapping covers, to the Bench node of its own name.
+fn check_pairs(
+    (npu, bench): (&RankDump, &RankDump),
+    (n_tree, b_tree): (&ScopeTree, &ScopeTree),
+    check: &LayerMapping,
+    pairs: &[(String, String)],
+    refused: Vec<Option<String>>,
+) -> Result<(Vec<Pair>, Vec<Missed>)> {
+    let (mapping, ineffective) = match api_mapping(npu, bench, check, None) {
         Ok(m) => (m, None),
         // A run makes the mapping empty (every node matched by its own name) and warns.
         Err(why) => (Default::default(), Some(why)),
@@ -351,7 +401,7 @@ pub fn export_mapping(
     let gb = Graph::build(bench)?;
     let no_items = |d: &RankDump| d.stack_raw_empty || d.construct.is_empty();
     let mut reproduced_all = Vec::new();
-    let mut missed: Vec<(String, String, String)> = Vec::new();
+    let mut missed: Vec<Missed> = Vec::new();
     for ((n, b), refused) in pairs.iter().zip(refused) {
         let got = mapping.get(n.as_str());
         let target = got.unwrap_or(n.as_str());
@@ -366,7 +416,7 @@ pub fn export_mapping(
                     b_path: tail(bs),
                     module: false,
                 };
-                reproduced(&n_tree, &check, &w)
+                reproduced(n_tree, check, &w)
             }
             _ => false,
         };
@@ -400,12 +450,7 @@ pub fn export_mapping(
         };
         missed.push((n.clone(), b.clone(), why));
     }
-    Ok(Exported {
-        yaml,
-        added,
-        reproduced: reproduced_all,
-        missed,
-    })
+    Ok((reproduced_all, missed))
 }
 
 /// A yaml scalar for a key or value: plain when that reads back as the same string, else quoted.

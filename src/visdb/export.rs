@@ -3,6 +3,13 @@
 //!
 //! The core never touches the SQLite library: `visdb` turns these rows into the values that
 //! `sqlite_writer` packs into the file the CLI writes.
+//!
+//! [`GraphRows`] fixes a graph's node order and stack ids first, then formats any range of its
+//! rows: a `RowWriter` per thread keeps the caches and one reused buffer per text column, and a
+//! [`Sink`] gets each row borrowing them, with no allocation per cell. [`PairRows`] formats a
+//! pair's graphs so that each Bench node's items are derived once: the NPU row of a pair whose
+//! compare columns are derived as it is written also writes its Bench partner's row; the other
+//! Bench rows are written on their own.
 
 use crate::base::error::Diagnostic;
 use crate::compare::pair::PairResult;
@@ -807,6 +814,72 @@ struct DNode {
     matched: Option<serde_json::Value>,
 }
 
+/// A communication API's counterpart: (the peer's API, the parameter naming the other rank,
+/// this side's `communications_type`, point to point).
+type CommConfig = (&'static str, &'static str, &'static str, bool);
+
+/// msprobe's table of the communication APIs whose peers are found through a rank parameter.
+fn comm_config() -> HashMap<&'static str, CommConfig> {
+    HashMap::from([
+        ("send", ("recv", "dst", "send", true)),
+        ("isend", ("irecv", "dst", "send", true)),
+        ("recv", ("send", "src", "receive", true)),
+        ("irecv", ("isend", "src", "receive", true)),
+        ("broadcast", ("broadcast", "1", "send", false)),
+        ("scatter", ("scatter", "src", "send", false)),
+        ("gather", ("gather", "dst", "receive", false)),
+        ("reduce", ("reduce", "1", "receive", false)),
+    ])
+}
+
+/// The API of a node name (`Distributed.send.0.forward` → `send`).
+fn api_of(name: &str) -> String {
+    name.split('.').nth(1).unwrap_or("").to_string()
+}
+
+/// The value of the node's input `param` (the other rank of a communication), if not null.
+fn target_rank(n: &DNode, param: &str) -> Option<serde_json::Value> {
+    let key = format!("{}.input.{param}", n.name);
+    match n.input.get(&key) {
+        Some(serde_json::Value::Object(m)) => m.get("value").filter(|v| !v.is_null()).cloned(),
+        _ => None,
+    }
+}
+
+/// The node's process group: its ranks and its id, both non-empty.
+fn group_info(n: &DNode) -> Option<(Vec<serde_json::Value>, String)> {
+    use serde_json::Value;
+    let key = format!("{}.input.group", n.name);
+    let Some(Value::Object(g)) = n.input.get(&key) else {
+        return None;
+    };
+    let ranks = g.get("group_ranks")?;
+    let ranks = match ranks {
+        Value::Array(a) if !a.is_empty() => a.clone(),
+        Value::String(s) if !s.is_empty() => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Array(a)) if !a.is_empty() => a,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let gid = match g.get("group_id") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => return None,
+    };
+    Some((ranks, gid))
+}
+
+/// Python's `str()` of a JSON scalar.
+fn py_str_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Each rank's nodes, in order, with their `input_data` parsed (rank as text, as msprobe keys it).
+type RankNodes = Vec<(String, Vec<DNode>)>;
+
 /// `distributed_analyse` over the distributed nodes of one data source and step, keyed by rank
 /// (ranks in export order, nodes in post-order).
 pub fn distributed_analyse(
@@ -815,8 +888,50 @@ pub fn distributed_analyse(
     data_source: &'static str,
     step: i64,
 ) -> Vec<DistUpdate> {
+    let mut info = dist_nodes(ranks);
+    let config = comm_config();
+    let analysis = DistAnalysis {
+        mapping: unique_ids(&info, &config),
+        config,
+        overflow_check,
+    };
+    for ri in 0..info.len() {
+        for ni in 0..info[ri].1.len() {
+            if info[ri].1[ni].matched.is_some() {
+                continue;
+            }
+            let api = api_of(&info[ri].1[ni].name);
+            if api == "batch_isend_irecv" {
+                continue;
+            }
+            let cfg = analysis.config.get(api.as_str()).copied();
+            match cfg.filter(|c| c.3) {
+                Some(c) => analysis.point_to_point(&mut info, ri, ni, &api, c),
+                None => analysis.collective(&mut info, ri, ni, cfg),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (rank, nodes) in &info {
+        for n in nodes {
+            if let Some(m) = &n.matched {
+                out.push(DistUpdate {
+                    data_source,
+                    step,
+                    rank: rank.parse().unwrap_or(0),
+                    node_name: n.name.clone(),
+                    matched_distributed: python_json(m),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The nodes of [`distributed_analyse`] whose `input_data` is a JSON object.
+fn dist_nodes(ranks: &[(i64, Vec<DistNode>)]) -> RankNodes {
     use serde_json::Value;
-    let mut info: Vec<(String, Vec<DNode>)> = Vec::new();
+    let mut info: RankNodes = Vec::new();
     for (rank, nodes) in ranks {
         let mut v = Vec::new();
         for n in nodes {
@@ -833,53 +948,16 @@ pub fn distributed_analyse(
         }
         info.push((rank.to_string(), v));
     }
-    let config: HashMap<&str, (&str, &str, &str, bool)> = HashMap::from([
-        ("send", ("recv", "dst", "send", true)),
-        ("isend", ("irecv", "dst", "send", true)),
-        ("recv", ("send", "src", "receive", true)),
-        ("irecv", ("isend", "src", "receive", true)),
-        ("broadcast", ("broadcast", "1", "send", false)),
-        ("scatter", ("scatter", "src", "send", false)),
-        ("gather", ("gather", "dst", "receive", false)),
-        ("reduce", ("reduce", "1", "receive", false)),
-    ]);
-    let api_of = |name: &str| name.split('.').nth(1).unwrap_or("").to_string();
-    let target_rank = |n: &DNode, param: &str| -> Option<Value> {
-        let key = format!("{}.input.{param}", n.name);
-        match n.input.get(&key) {
-            Some(Value::Object(m)) => m.get("value").filter(|v| !v.is_null()).cloned(),
-            _ => None,
-        }
-    };
-    let group_info = |n: &DNode| -> Option<(Vec<Value>, String)> {
-        let key = format!("{}.input.group", n.name);
-        let Some(Value::Object(g)) = n.input.get(&key) else {
-            return None;
-        };
-        let ranks = g.get("group_ranks")?;
-        let ranks = match ranks {
-            Value::Array(a) if !a.is_empty() => a.clone(),
-            Value::String(s) if !s.is_empty() => match serde_json::from_str::<Value>(s) {
-                Ok(Value::Array(a)) if !a.is_empty() => a,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let gid = match g.get("group_id") {
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            _ => return None,
-        };
-        Some((ranks, gid))
-    };
-    let py_str_of = |v: &Value| -> String {
-        match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        }
-    };
-    // Unique ids per rank.
+    info
+}
+
+/// Unique ids per rank: node name → `<group or peer><count>` and back.
+fn unique_ids(
+    info: &RankNodes,
+    config: &HashMap<&'static str, CommConfig>,
+) -> HashMap<String, HashMap<String, String>> {
     let mut mapping: HashMap<String, HashMap<String, String>> = HashMap::new();
-    for (rank, nodes) in &info {
+    for (rank, nodes) in info {
         let mut count: HashMap<String, usize> = HashMap::new();
         let m = mapping.entry(rank.clone()).or_default();
         for n in nodes {
@@ -905,8 +983,21 @@ pub fn distributed_analyse(
             m.insert(n.name.clone(), unique);
         }
     }
-    let index_text = |n: &DNode| -> String {
-        if overflow_check {
+    mapping
+}
+
+/// What the matching of [`distributed_analyse`] reads.
+struct DistAnalysis {
+    config: HashMap<&'static str, CommConfig>,
+    /// [`unique_ids`].
+    mapping: HashMap<String, HashMap<String, String>>,
+    overflow_check: bool,
+}
+
+impl DistAnalysis {
+    /// The index a peer is shown with: its overflow level or its precision index.
+    fn index_text(&self, n: &DNode) -> String {
+        if self.overflow_check {
             n.overflow
                 .map(str::to_string)
                 .unwrap_or_else(|| "Nan".into())
@@ -915,129 +1006,120 @@ pub fn distributed_analyse(
                 .map(precision_text)
                 .unwrap_or_else(|| "Nan".into())
         }
-    };
-    let find =
-        |info: &Vec<(String, Vec<DNode>)>, rank: &str, name: &str| -> Option<(usize, usize)> {
-            let ri = info.iter().position(|(r, _)| r == rank)?;
-            let ni = info[ri].1.iter().position(|n| n.name == name)?;
-            Some((ri, ni))
+    }
+
+    /// (rank index, node index) of `name` on `rank`.
+    fn find(info: &RankNodes, rank: &str, name: &str) -> Option<(usize, usize)> {
+        let ri = info.iter().position(|(r, _)| r == rank)?;
+        let ni = info[ri].1.iter().position(|n| n.name == name)?;
+        Some((ri, ni))
+    }
+
+    /// This rank's unique id of `name`.
+    fn unique(&self, rank: &str, name: &str) -> String {
+        self.mapping
+            .get(rank)
+            .and_then(|m| m.get(name))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A point-to-point node (`c`: its row of [`comm_config`]) and its peer, each pointing to the
+    /// other when the peer's rank parameter names this rank back.
+    fn point_to_point(&self, info: &mut RankNodes, ri: usize, ni: usize, api: &str, c: CommConfig) {
+        let rank = info[ri].0.clone();
+        let name = info[ri].1[ni].name.clone();
+        let unique = self.unique(&rank, &name);
+        let Some(t) = target_rank(&info[ri].1[ni], c.1) else {
+            return;
         };
-    for ri in 0..info.len() {
-        for ni in 0..info[ri].1.len() {
-            if info[ri].1[ni].matched.is_some() {
+        let t = py_str_of(&t);
+        let target_unique = unique
+            .replace(&format!("rank{t}"), &format!("rank{rank}"))
+            .replace(api, c.0);
+        let Some(tname) = self
+            .mapping
+            .get(&t)
+            .and_then(|m| m.get(&target_unique))
+            .cloned()
+        else {
+            return;
+        };
+        let Some((tri, tni)) = Self::find(info, &t, &tname) else {
+            return;
+        };
+        let Some(tc) = self.config.get(c.0).copied() else {
+            return;
+        };
+        let Some(src) = target_rank(&info[tri].1[tni], tc.1) else {
+            return;
+        };
+        if py_str_of(&src) != rank {
+            return;
+        }
+        let m1 = serde_json::json!({"communications_type": c.2, "nodes_info": {t.clone(): [self.index_text(&info[tri].1[tni]), tname.clone()]}});
+        let m2 = serde_json::json!({"communications_type": tc.2, "nodes_info": {rank.clone(): [self.index_text(&info[ri].1[ni]), name.clone()]}});
+        info[ri].1[ni].matched = Some(m1);
+        info[tri].1[tni].matched = Some(m2);
+    }
+
+    /// A collective node (`cfg`: its row of [`comm_config`], if any) and the nodes of the same
+    /// unique id and group on the group's other ranks.
+    fn collective(&self, info: &mut RankNodes, ri: usize, ni: usize, cfg: Option<CommConfig>) {
+        let rank = info[ri].0.clone();
+        let name = info[ri].1[ni].name.clone();
+        let unique = self.unique(&rank, &name);
+        let mut comm = "send_receive";
+        if let Some(c) = cfg {
+            let Some(src) = target_rank(&info[ri].1[ni], c.1) else {
+                return;
+            };
+            if py_str_of(&src) != rank {
+                return;
+            }
+            comm = c.2;
+        }
+        let Some((group_ranks, gid)) = group_info(&info[ri].1[ni]) else {
+            return;
+        };
+        let mut nodes_info = serde_json::Map::new();
+        for tr in group_ranks {
+            let t = py_str_of(&tr);
+            if t == rank {
                 continue;
             }
-            let rank = info[ri].0.clone();
-            let name = info[ri].1[ni].name.clone();
-            let api = api_of(&name);
-            if api == "batch_isend_irecv" {
+            let Some(tname) = self.mapping.get(&t).and_then(|m| m.get(&unique)).cloned() else {
+                continue;
+            };
+            let Some((tri, tni)) = Self::find(info, &t, &tname) else {
+                continue;
+            };
+            let Some((_, tgid)) = group_info(&info[tri].1[tni]) else {
+                continue;
+            };
+            if tgid != gid {
                 continue;
             }
-            let unique = mapping
-                .get(&rank)
-                .and_then(|m| m.get(&name))
-                .cloned()
-                .unwrap_or_default();
-            let cfg = config.get(api.as_str()).copied();
-            if let Some(c) = cfg.filter(|c| c.3) {
-                // Point to point.
-                let Some(t) = target_rank(&info[ri].1[ni], c.1) else {
-                    continue;
+            nodes_info.insert(
+                t.clone(),
+                serde_json::json!([self.index_text(&info[tri].1[tni]), tname.clone()]),
+            );
+            if let Some(c) = cfg {
+                let rev = match c.2 {
+                    "send" => "receive",
+                    "receive" => "send",
+                    o => o,
                 };
-                let t = py_str_of(&t);
-                let target_unique = unique
-                    .replace(&format!("rank{t}"), &format!("rank{rank}"))
-                    .replace(&api, c.0);
-                let Some(tname) = mapping.get(&t).and_then(|m| m.get(&target_unique)).cloned()
-                else {
-                    continue;
-                };
-                let Some((tri, tni)) = find(&info, &t, &tname) else {
-                    continue;
-                };
-                let tcfg = config.get(c.0).copied();
-                let Some(tc) = tcfg else { continue };
-                let Some(src) = target_rank(&info[tri].1[tni], tc.1) else {
-                    continue;
-                };
-                if py_str_of(&src) != rank {
-                    continue;
-                }
-                let m1 = serde_json::json!({"communications_type": c.2, "nodes_info": {t.clone(): [index_text(&info[tri].1[tni]), tname.clone()]}});
-                let m2 = serde_json::json!({"communications_type": tc.2, "nodes_info": {rank.clone(): [index_text(&info[ri].1[ni]), name.clone()]}});
-                info[ri].1[ni].matched = Some(m1);
-                info[tri].1[tni].matched = Some(m2);
-            } else {
-                // Collective.
-                let mut comm = "send_receive";
-                if let Some(c) = cfg {
-                    let Some(src) = target_rank(&info[ri].1[ni], c.1) else {
-                        continue;
-                    };
-                    if py_str_of(&src) != rank {
-                        continue;
-                    }
-                    comm = c.2;
-                }
-                let Some((group_ranks, gid)) = group_info(&info[ri].1[ni]) else {
-                    continue;
-                };
-                let mut nodes_info = serde_json::Map::new();
-                for tr in group_ranks {
-                    let t = py_str_of(&tr);
-                    if t == rank {
-                        continue;
-                    }
-                    let Some(tname) = mapping.get(&t).and_then(|m| m.get(&unique)).cloned() else {
-                        continue;
-                    };
-                    let Some((tri, tni)) = find(&info, &t, &tname) else {
-                        continue;
-                    };
-                    let Some((_, tgid)) = group_info(&info[tri].1[tni]) else {
-                        continue;
-                    };
-                    if tgid != gid {
-                        continue;
-                    }
-                    nodes_info.insert(
-                        t.clone(),
-                        serde_json::json!([index_text(&info[tri].1[tni]), tname.clone()]),
-                    );
-                    if let Some(c) = cfg {
-                        let rev = match c.2 {
-                            "send" => "receive",
-                            "receive" => "send",
-                            o => o,
-                        };
-                        info[tri].1[tni].matched = Some(
-                            serde_json::json!({"communications_type": rev, "nodes_info": {rank.clone(): [index_text(&info[ri].1[ni]), name.clone()]}}),
-                        );
-                    }
-                }
-                if !nodes_info.is_empty() {
-                    info[ri].1[ni].matched = Some(
-                        serde_json::json!({"communications_type": comm, "nodes_info": nodes_info}),
-                    );
-                }
+                info[tri].1[tni].matched = Some(
+                    serde_json::json!({"communications_type": rev, "nodes_info": {rank.clone(): [self.index_text(&info[ri].1[ni]), name.clone()]}}),
+                );
             }
         }
-    }
-    let mut out = Vec::new();
-    for (rank, nodes) in &info {
-        for n in nodes {
-            if let Some(m) = &n.matched {
-                out.push(DistUpdate {
-                    data_source,
-                    step,
-                    rank: rank.parse().unwrap_or(0),
-                    node_name: n.name.clone(),
-                    matched_distributed: python_json(m),
-                });
-            }
+        if !nodes_info.is_empty() {
+            info[ri].1[ni].matched =
+                Some(serde_json::json!({"communications_type": comm, "nodes_info": nodes_info}));
         }
     }
-    out
 }
 
 /// `json.dumps` of a serde_json value (", " and ": " separators, ASCII escapes).

@@ -1552,29 +1552,7 @@ impl<O: Output> Writer<O> {
         for ti in 0..self.tables.len() {
             self.finish_table(ti)?;
         }
-        let mut schema: Vec<(&str, String, String, u32, Option<String>)> = Vec::new();
-        for t in &self.tables {
-            schema.push((
-                "table",
-                t.def.name.clone(),
-                t.def.name.clone(),
-                t.root,
-                Some(t.def.sql.clone()),
-            ));
-            if t.def.primary_key.is_some() {
-                schema.push((
-                    "index",
-                    format!("sqlite_autoindex_{}_1", t.def.name),
-                    t.def.name.clone(),
-                    t.root + 1,
-                    None,
-                ));
-            }
-        }
-        for (ix, root) in &self.indexes {
-            let name = self.tables[ix.table].def.name.clone();
-            schema.push(("index", ix.name.clone(), name, *root, Some(ix.sql.clone())));
-        }
+        let schema = self.schema_rows();
         // Automatic indexes (unique), then the declared ones: the rows of each in key order.
         let mut jobs: Vec<(usize, Vec<usize>, u32, bool)> = Vec::new();
         for (ti, t) in self.tables.iter().enumerate() {
@@ -1651,7 +1629,41 @@ impl<O: Output> Writer<O> {
             });
             written.into_iter().collect::<io::Result<()>>()?;
         }
-        // Page 1: the file header and the schema table.
+        self.write_page1(&schema)?;
+        Ok(self.pages.out)
+    }
+
+    /// The rows of the schema table (`sqlite_schema`): each table, its automatic primary-key
+    /// index, then the declared indexes, with their root pages.
+    fn schema_rows(&self) -> Vec<SchemaRow> {
+        let mut schema: Vec<SchemaRow> = Vec::new();
+        for t in &self.tables {
+            schema.push((
+                "table",
+                t.def.name.clone(),
+                t.def.name.clone(),
+                t.root,
+                Some(t.def.sql.clone()),
+            ));
+            if t.def.primary_key.is_some() {
+                schema.push((
+                    "index",
+                    format!("sqlite_autoindex_{}_1", t.def.name),
+                    t.def.name.clone(),
+                    t.root + 1,
+                    None,
+                ));
+            }
+        }
+        for (ix, root) in &self.indexes {
+            let name = self.tables[ix.table].def.name.clone();
+            schema.push(("index", ix.name.clone(), name, *root, Some(ix.sql.clone())));
+        }
+        schema
+    }
+
+    /// Page 1: the file header and the schema table.
+    fn write_page1(&mut self, schema: &[SchemaRow]) -> io::Result<()> {
         let mut page = Page::new(LEAF_TABLE, 100);
         for (i, (kind, name, tbl, root, sql)) in schema.iter().enumerate() {
             let sql_v = sql.as_deref().map_or(Value::Null, Value::Text);
@@ -1676,28 +1688,8 @@ impl<O: Output> Writer<O> {
         }
         page.seal(0);
         let total = self.pages.next.load(AtomicOrdering::Relaxed) - 1;
-        let h = &mut page.buf[..100];
-        h[..16].copy_from_slice(b"SQLite format 3\0");
-        // The page size; 65536 is written as 1.
-        h[16..18].copy_from_slice(&1u16.to_be_bytes());
-        h[18] = 1; // file format write version: legacy (rollback journal)
-        h[19] = 1;
-        h[20] = 0; // reserved bytes per page
-        h[21] = 64; // maximum embedded payload fraction
-        h[22] = 32; // minimum
-        h[23] = 32; // leaf payload fraction
-        h[24..28].copy_from_slice(&1u32.to_be_bytes()); // file change counter
-        h[28..32].copy_from_slice(&total.to_be_bytes()); // database size in pages
-                                                         // 32..40: no freelist.
-        h[40..44].copy_from_slice(&1u32.to_be_bytes()); // schema cookie
-        h[44..48].copy_from_slice(&4u32.to_be_bytes()); // schema format 4
-                                                        // 48..56: default cache size, no auto-vacuum.
-        h[56..60].copy_from_slice(&1u32.to_be_bytes()); // UTF-8
-                                                        // 60..92: user version, incremental vacuum, application id, reserved: 0.
-        h[92..96].copy_from_slice(&1u32.to_be_bytes()); // version-valid-for = change counter
-        h[96..100].copy_from_slice(&SQLITE_VERSION_NUMBER.to_be_bytes());
-        self.pages.write(1, &page.buf)?;
-        Ok(self.pages.out)
+        file_header(&mut page.buf[..100], total);
+        self.pages.write(1, &page.buf)
     }
 
     /// Writes a table's last leaf and its interior pages (the top one at the root).
@@ -2251,6 +2243,37 @@ impl IndexBuilder {
             right = last_pgno;
         }
     }
+}
+
+/// A row of the schema table: type, name, table name, root page, SQL.
+type SchemaRow = (&'static str, String, String, u32, Option<String>);
+
+/// The 100-byte file header of a database of `total` pages.
+fn file_header(h: &mut [u8], total: u32) {
+    h[..16].copy_from_slice(b"SQLite format 3\0");
+    // The page size; 65536 is written as 1.
+    h[16..18].copy_from_slice(&1u16.to_be_bytes());
+    // File format write and read versions: legacy (rollback journal).
+    h[18] = 1;
+    h[19] = 1;
+    // Reserved bytes per page; maximum and minimum embedded payload fraction; leaf payload
+    // fraction.
+    h[20] = 0;
+    h[21] = 64;
+    h[22] = 32;
+    h[23] = 32;
+    // File change counter; database size in pages.
+    h[24..28].copy_from_slice(&1u32.to_be_bytes());
+    h[28..32].copy_from_slice(&total.to_be_bytes());
+    // 32..40: no freelist. Schema cookie; schema format 4.
+    h[40..44].copy_from_slice(&1u32.to_be_bytes());
+    h[44..48].copy_from_slice(&4u32.to_be_bytes());
+    // 48..56: default cache size, no auto-vacuum. Text encoding: UTF-8.
+    h[56..60].copy_from_slice(&1u32.to_be_bytes());
+    // 60..92: user version, incremental vacuum, application id, reserved: 0. Version-valid-for
+    // (= the change counter); the SQLite version number.
+    h[92..96].copy_from_slice(&1u32.to_be_bytes());
+    h[96..100].copy_from_slice(&SQLITE_VERSION_NUMBER.to_be_bytes());
 }
 
 #[cfg(test)]

@@ -2,6 +2,18 @@
 //! methods. JSON text crosses the boundary, and the graphs' columns as one binary buffer per side
 //! (`columns`); errors become JS `Error`s whose message is the user-facing text. This is the only
 //! file that touches wasm-bindgen.
+//!
+//! Files: other JSON files are added whole (`addFile`, or `beginFile`/`appendChunk`); a rank
+//! folder's dump.json, construct.json and stack.json and the tensor files stay in JS as `File`s
+//! (`addLazyFile` + `setFileReader`) and are read through a synchronous callback, whole
+//! (stack.json, a tensor) or in slices while parsing (`MemFiles::read_chunks`). A side of another
+//! session can be adopted (`adoptSide`: its files and parsed rank folders shared, not read again).
+//! `layout`, `check` and `run` (also a parallel merge) answer JSON; `columns(side)` gives the last
+//! result's columns in [`crate::view::graph_columns`]' layout, filled in pieces; `node`, the manual
+//! matches, `suggest`, `acceptSuggestions` and `exportMapping` work on the kept result.
+//! `suspend`/`resume` free and rebuild a build result's graph. The heap (dlmalloc over
+//! `memory.grow`) records a failed growth and what the core was doing, so the worker can tell an
+//! out-of-memory trap from a crash.
 
 use crate::base::error::{Error, Result};
 use crate::base::Files;
@@ -18,8 +30,8 @@ use wasm_bindgen::prelude::*;
 
 /// The wasm heap: dlmalloc (as std uses) over a memory source that grows the wasm memory in
 /// 1 MiB steps instead of the page-by-page growth of std's allocator, whose many small
-/// `memory.grow` calls were about a tenth of a large run. (The steps were 16 MiB until the
-/// tenth session: the memory ended up to a step above the heap's top, 8 MiB on average.)
+/// `memory.grow` calls cost a large run much of its time. Larger steps leave the memory up to a
+/// step above the heap's top.
 ///
 /// When the memory cannot grow (the wasm32 limit of 4 GiB, what the tab may allocate, or the
 /// test cap of [`heap::set_limit`]) the size asked for is recorded: an allocation that cannot fail
@@ -1156,10 +1168,9 @@ impl Session {
         });
         // Each run builds its graphs (the layer mapping first, as `run_pair` does it). A
         // build keeps no copy of its NPU graph for a compare of the same session: the page
-        // compares in the session that adopts this side, and the copy (the 80-layer NPU graph:
-        // 10.6 MB) sat in the heap beside the build view's graph and, freed, left a hole that
-        // the Bench folder's parse filled with pieces (the wasm memory after the compare: 110 MB
-        // instead of 106).
+        // compares in the session that adopts this side, and the copy sat in the heap beside
+        // the build view's graph and, freed, left a hole that the Bench folder's parse filled
+        // with pieces.
         self.npu.build_count += 1;
         self.bench.build_count += bd.is_some() as u32;
         // Real-tensor dumps read their tensors from the dropped folders (`dump_tensor_data/`).

@@ -5,9 +5,9 @@
 //! (see `tests/golden/README.md` for the format). Its expectation `<name>.db.json` is the `.vis.db`
 //! that `msprobe graph_visualize` 26.2 wrote for the same files, frozen by `tests/golden/regen.py`.
 //!
-//! [`run_case`] runs our pipeline in memory the way `src/bin/probelens/main.rs` does (`run::plan`,
-//! `run::load_rank`, `run::run_pair`, `export::export_graph`, the `tb_config` row, the distributed
-//! post-analysis) over an in-memory [`Files`], and returns the same tables. Each layer's test file
+//! [`run_case`] runs our pipeline in memory the way the CLI does (`run::plan`, `run::load_rank`,
+//! `run::run_pair`, `export::export_graph`, the `tb_config` row, the distributed post-analysis)
+//! over an in-memory [`Files`], and returns the same tables. Each layer's test file
 //! compares the columns of its layer with [`check`]; `golden_output.rs` compares every cell.
 
 use probelens::base::Files;

@@ -1,6 +1,6 @@
 /* Types of the wasm-bindgen output (www/pkg/probelens.js) for `npm run typecheck` before the wasm
    is built; tsc prefers the generated www/pkg/probelens.d.ts when it exists (jsconfig rootDirs).
-   Keep in step with src/wasm.rs. */
+   Keep in step with src/wasm/mod.rs. */
 export class Session {
   free(): void;
   constructor();
