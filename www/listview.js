@@ -76,8 +76,18 @@ export class NodeList {
     this.setItems(new Int32Array(0));
   }
 
-  /** @param {Int32Array} items */
+  /**
+   * Shows a new list. The same items again (a search re-run on Enter, a refresh) keep the current
+   * entry and the scroll position, so "next" steps on from it instead of starting over.
+   * @param {Int32Array} items
+   */
   setItems(items) {
+    if (sameItems(this.items, items)) {
+      this.items = items;
+      this.updateCount();
+      this.render();
+      return;
+    }
     this.items = items;
     this.pos = -1;
     this.spacer.style.height = `${items.length * LIST_ROW_H}px`;
@@ -160,4 +170,11 @@ export class NodeList {
       row.title = this.src.title ? this.src.title(i) : lab.textContent;
     }
   }
+}
+
+/** @param {Int32Array} a @param {Int32Array} b */
+function sameItems(a, b) {
+  if (a.length !== b.length || !a.length) return false;
+  for (let k = 0; k < a.length; k++) if (a[k] !== b[k]) return false;
+  return true;
 }

@@ -1,0 +1,123 @@
+// Browser tests of issue 24 ("The page, part three"), items 6, 7, 9, 11, 12 and 13, at 1600×1000 on
+// the served page (and a smoke check of the single file over file://): search Enter stepping, names
+// elided in the middle, "pass" vs "no precision index" and the legend's language, the grouped compare
+// table, whole-graph PNG/SVG exports, and the small things (regex message, stack order, help, welcome).
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  FIX, OUT, SINGLE_URL, requireBuild, launch, startServer, openPage, servedAllowlist, fileAllowlist, waitLoad,
+  indexOf, choose,
+} from './helpers.mjs';
+
+const SIZE = { width: 1600, height: 1000 };
+const TOP = 'Module.0.module.Float16Module.forward.0';
+
+/** Opens the page at 1600×1000 and waits for the demo. */
+async function demo(browser, url, allowed) {
+  const o = await openPage(browser, allowed);
+  await o.page.setViewportSize(SIZE);
+  await o.page.goto(url);
+  assert.equal(await waitLoad(o.page, 0), 'ready');
+  return o;
+}
+
+/** Saves the download a click starts; returns the file's path. */
+async function download(page, selector, name) {
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click(selector)]);
+  const file = path.join(OUT, name);
+  await dl.saveAs(file);
+  return { file, suggested: dl.suggestedFilename() };
+}
+
+/** Width and height of a PNG file (its IHDR chunk). */
+function pngSize(file) {
+  const b = fs.readFileSync(file);
+  assert.deepEqual([...b.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature');
+  return { width: b.readUInt32BE(16), height: b.readUInt32BE(20) };
+}
+
+/** The visible rows of a virtualised list: label text, title and the node's full name. */
+async function listRows(page, id, side) {
+  return page.evaluate(([id, side]) => [...document.querySelectorAll(`#${id}-list [role=option]:not([hidden])`)].map((r) => ({
+    text: r.querySelector('.olabel').textContent,
+    title: r.title,
+    name: window.__probelens.lastResult[side].names[Number(r.dataset.nodeIndex)],
+    fits: r.querySelector('.olabel').scrollWidth <= r.querySelector('.olabel').clientWidth + 1,
+  })), [id, side]);
+}
+
+/**
+ * An elided label is pieces of the name in order, "…" between them: its start, and a tail that
+ * keeps more than the `.forward.0` every name ends with.
+ */
+function assertElided(text, full, what, minTail = 12) {
+  assert.ok(text.includes('…'), `${what}: "${text}" is elided`);
+  // Only the `.0.forward` every name ends with may be cut at the end (when there is very little room).
+  const boring = /(\.(\d+|forward|backward))+$/.exec(full)?.[0] ?? '';
+  if (text.endsWith('…')) {
+    assert.ok(boring, `${what}: "${text}" is not cut at its end`);
+    full = full.slice(0, full.length - boring.length);
+    text = text.slice(0, -1);
+  }
+  const pieces = text.split('…');
+  assert.ok(full.startsWith(pieces[0]), `${what}: "${pieces[0]}" is the start of ${full}`);
+  let at = pieces[0].length;
+  for (const p of pieces.slice(1)) {
+    const k = full.indexOf(p, at);
+    assert.ok(k >= at, `${what}: "${p}" follows in ${full}`);
+    at = k + p.length;
+  }
+  // It ends as the name does, or, short of room, with the call index of its `.0.forward` tail.
+  const last = pieces[pieces.length - 1];
+  const index = /^(\.\d+)+$/.test(last) && boring.replace(/\.(forward|backward)/g, '') === last;
+  assert.ok(full.endsWith(last) || index, `${what}: "${last}" is the end of ${full}`);
+  // More than the first segment (`Tensor.…`) and the `.forward.0` every name ends with is shown.
+  const said = text.replace(/…/g, '').replace(/\.(forward|backward|\d+)(?=\.|$)/g, '');
+  const first = `${full.split('.')[0]}.`;
+  assert.ok((said.startsWith(first) ? said.slice(first.length) : said).length >= minTail, `${what}: "${text}" says more than its first segment`);
+}
+
+describe('page, part three (issue 24: 6, 7, 9, 11, 12, 13)', () => {
+  let server;
+  let browser;
+  before(async () => {
+    requireBuild();
+    server = await startServer();
+    browser = await launch();
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  test('6: Enter in the search steps to the next hit (Shift+Enter back), it does not re-run the search', async () => {
+    const { page, assertClean, context } = await demo(browser, server.url, servedAllowlist(server.url));
+    await page.keyboard.press('/');
+    await page.keyboard.type('linear_proj');
+    const hits = await page.evaluate(() => window.__probelens.lastResult.npu.names
+      .map((n, i) => [n, i]).filter(([n]) => n.toLowerCase().includes('linear_proj')).map(([, i]) => i));
+    assert.ok(hits.length >= 4, `${hits.length} hits`);
+    await page.waitForFunction((n) => document.getElementById('search-list').dataset.count === String(n), hits.length);
+    const selected = () => page.evaluate(() => window.__probelens.state.selection?.index);
+    for (let k = 0; k < 3; k++) {
+      await page.keyboard.press('Enter');
+      await page.waitForFunction((t) => document.getElementById('search-count').textContent === t, `${k + 1} of ${hits.length}`);
+      assert.equal(await selected(), hits[k], `Enter ${k + 1} selects hit ${k + 1}`);
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'search-input', 'the focus stays in the search box');
+    }
+    await page.keyboard.press('Shift+Enter');
+    await page.waitForFunction((t) => document.getElementById('search-count').textContent === t, `2 of ${hits.length}`);
+    assert.equal(await selected(), hits[1]);
+    // Typing another query starts over at its first hit.
+    await page.fill('#search-input', 'linear_qkv');
+    const q = await page.evaluate(() => window.__probelens.lastResult.npu.names.filter((n) => n.includes('linear_qkv')).length);
+    await page.waitForFunction((n) => document.getElementById('search-list').dataset.count === String(n), q);
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((t) => document.getElementById('search-count').textContent === t, `1 of ${q}`);
+    await page.screenshot({ path: path.join(OUT, 'page3-search-enter.png') });
+    assertClean();
+    await context.close();
+  });
+});
