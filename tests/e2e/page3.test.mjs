@@ -120,4 +120,64 @@ describe('page, part three (issue 24: 6, 7, 9, 11, 12, 13)', () => {
     assertClean();
     await context.close();
   });
+
+  test('7: long names are elided in the middle (distinct tails), the full name is the title', async () => {
+    const { page, assertClean, context } = await demo(browser, server.url, servedAllowlist(server.url));
+    // Search: every hit of `layers.0.self_attention` starts with the same 40-odd characters.
+    await page.fill('#search-input', 'decoder.layers.0.self_attention');
+    await page.waitForFunction(() => Number(document.getElementById('search-list').dataset.count) > 4);
+    const rows = await listRows(page, 'search', 'npu');
+    assert.ok(rows.length > 4);
+    let elided = 0;
+    for (const r of rows) {
+      assert.equal(r.title, r.name, 'the row title is the full name');
+      assert.ok(r.fits, `"${r.text}" fits its row`);
+      if (r.text !== r.name) {
+        assertElided(r.text, r.name, 'search row');
+        elided++;
+      }
+    }
+    assert.ok(elided >= 4, `${elided} elided rows`);
+    assert.equal(new Set(rows.map((r) => r.text)).size, rows.length, 'rows of different names read differently');
+    // Filter list: the same.
+    await page.selectOption('#filter-kind', 'matched');
+    await page.waitForFunction(() => Number(document.getElementById('filter-list').dataset.count) > 10);
+    const frows = await listRows(page, 'filter', 'npu');
+    for (const r of frows) {
+      assert.equal(r.title, r.name);
+      if (r.text !== r.name) assertElided(r.text, r.name, 'filter row');
+    }
+    assert.equal(new Set(frows.map((r) => r.text)).size, frows.length, 'filter rows read differently');
+    // Outline: deep rows keep the end of their label.
+    await page.click('#npu-pane [data-act="expand-all"]');
+    const deep = await page.evaluate(async () => {
+      const el = document.getElementById('npu-outline');
+      const m = window.__probelens.views.npu.model;
+      const out = [];
+      for (let top = 0; top < el.scrollHeight && out.length < 40; top += el.clientHeight) {
+        el.scrollTop = top;
+        el.dispatchEvent(new Event('scroll'));
+        await new Promise((r) => requestAnimationFrame(r));
+        for (const row of el.querySelectorAll('[role=treeitem]:not([hidden])')) {
+          const i = Number(row.dataset.nodeIndex);
+          const lab = row.querySelector('.olabel');
+          if (lab.textContent !== m.label(i)) out.push({ text: lab.textContent, label: m.label(i), title: row.title, name: m.g.names[i], fits: lab.scrollWidth <= lab.clientWidth + 1 });
+        }
+      }
+      el.scrollTop = 0;
+      return out;
+    });
+    assert.ok(deep.length > 5, `${deep.length} elided outline rows`);
+    for (const r of deep) {
+      assert.equal(r.title, r.name, 'outline row title is the full name');
+      assert.ok(r.fits, `"${r.text}" fits`);
+      assertElided(r.text, r.label, 'outline row', 1);
+    }
+    // The deepest rows keep the op's name, not just `Tensor.…` or `…0.forward`.
+    assert.ok(deep.some((r) => /(add|mul)__/.test(r.text)), JSON.stringify(deep.map((r) => r.text)));
+    assert.ok(!deep.some((r) => /^…(forward|backward)$/.test(r.text)), JSON.stringify(deep.map((r) => r.text)));
+    await page.screenshot({ path: path.join(OUT, 'page3-elided-names.png') });
+    assertClean();
+    await context.close();
+  });
 });
