@@ -3,7 +3,7 @@
 import { CoreClient, CoreError } from './client.js';
 import { SIDES, STAGES, unpackRunResult } from './protocol.js';
 import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml, isTensorFile } from './loader.js';
-import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS } from './colors.js';
+import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS, binTitle, swatchBackground } from './colors.js';
 import { TreeModel } from './tree.js';
 import { GraphView } from './graphview.js';
 import { Outline } from './outline.js';
@@ -681,10 +681,10 @@ export function startApp(host) {
       li.dataset.count = String(counts[k]);
       const sw = document.createElement('span');
       sw.className = 'sw';
-      sw.style.background = b.color;
+      sw.style.background = swatchBackground(classes.bins, k);
       const tx = document.createElement('span');
       tx.textContent = `${compare ? t(b.label) : t('nodes')} ${counts[k]}`;
-      li.title = b.description + (Number.isFinite(b.lo) ? ` [${b.lo}, ${b.hi}${b.last ? ']' : ')'}` : '');
+      li.title = binTitle(b);
       li.append(sw, tx);
       ul.append(li);
     });

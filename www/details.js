@@ -1,6 +1,6 @@
 // @ts-check
 // Node details panel: per-tensor NPU vs Bench table (values exactly as the core gives them) and stacks.
-import { t } from './i18n.js';
+import { t, msprobeText } from './i18n.js';
 
 /** @typedef {import('./protocol.js').NodeDetail} NodeDetail */
 
@@ -193,7 +193,7 @@ export class DetailsPanel {
     for (const c of cols) {
       const th = h('th', '', c);
       th.setAttribute('scope', 'col');
-      if (toolTip && toolTip[c]) th.title = toolTip[c];
+      if (toolTip && toolTip[c]) th.title = msprobeText(toolTip[c]);
       hr.append(th);
     }
     thead.append(hr);

@@ -1,7 +1,7 @@
 // @ts-check
 // Canvas 2D view of one pane: nested boxes, culling, level of detail, pan/zoom/fit, hit testing.
 import { L } from './tree.js';
-import { OVERFLOW_COLORS, darker } from './colors.js';
+import { OVERFLOW_COLORS, darker, isHatched, hatchPattern } from './colors.js';
 
 const SELECT_COLOR = '#1f3fcf';
 const PEER_COLOR = '#e07b00';
@@ -43,6 +43,10 @@ export class GraphView {
     this.dpr = 1;
     /** statistics of the last frame (for tests and the perf check) */
     this.stats = { drawn: 0, ms: 0 };
+    /** @type {boolean[]} */
+    this.hatched = [];
+    /** @type {CanvasPattern | null} */
+    this.hatch = null;
     this.installInput();
     new ResizeObserver(() => this.resize()).observe(canvas);
   }
@@ -52,6 +56,8 @@ export class GraphView {
     this.model = model;
     this.bins = bins;
     this.strokes = bins.map((b) => darker(b.color));
+    /** classes drawn hatched ("no precision index" in a compare, white like msprobe's "pass") */
+    this.hatched = bins.map((_, k) => isHatched(bins, k));
     this.selected = -1;
     this.peer = -1;
     this.pick = -1;
@@ -305,6 +311,13 @@ export class GraphView {
     }
   }
 
+  /** Fills with the hatch of "no precision index" on colour c. @param {string} c */
+  fillHatch(c) {
+    if (!this.hatch) this.hatch = hatchPattern(this.ctx, c);
+    this.ctx.fillStyle = this.hatch;
+    this.curFill = '';
+  }
+
   /** @param {string} c */
   strokeStyle(c) {
     if (c !== this.curStroke) {
@@ -340,13 +353,16 @@ export class GraphView {
       return;
     }
     const hh = Math.min(L.rowH * s, sh);
+    const hatched = this.hatched[m.cls[i]];
     if (open) {
       this.fillStyle(m.depth[i] % 2 ? '#ffffff' : '#fbfbfc');
       ctx.fillRect(sx, sy, sw, sh);
-      this.fillStyle(fill);
+      if (hatched) this.fillHatch(fill);
+      else this.fillStyle(fill);
       ctx.fillRect(sx, sy, sw, hh);
     } else {
-      this.fillStyle(fill);
+      if (hatched) this.fillHatch(fill);
+      else this.fillStyle(fill);
       if (!m.hasChildren(i) && sh > 6) roundRect(ctx, sx, sy, sw, sh, Math.min(sh / 2, 8 * s));
       else ctx.fillRect(sx, sy, sw, sh);
     }

@@ -1,6 +1,7 @@
 // @ts-check
 // Accessible, virtualised outline of one pane (role=tree): only the rows in view exist in the DOM.
 import { fitText, fontOf } from './elide.js';
+import { swatchBackground } from './colors.js';
 
 const ROW_H = 22;
 const OVERSCAN = 8;
@@ -162,7 +163,7 @@ export class Outline {
       row.style.paddingLeft = `${4 + m.depth[i] * 14}px`;
       const [tw, sw, lab, badge] = /** @type {HTMLElement[]} */ (Array.from(row.children));
       tw.textContent = expandable ? (m.expanded[i] ? '▾' : '▸') : '';
-      sw.style.background = bin ? bin.color : '#fff';
+      sw.style.background = swatchBackground(this.bins, m.cls[i]);
       // Deep rows have little room: labels are elided in the middle (the title has the full name).
       if (!this.font) this.font = fontOf(lab);
       const ovW = m.g.overflow[i] ? 4 + 6 + 6 * m.g.overflow[i].length : 0;

@@ -180,4 +180,71 @@ describe('page, part three (issue 24: 6, 7, 9, 11, 12, 13)', () => {
     assertClean();
     await context.close();
   });
+
+  test('9: "no precision index" is hatched, "pass" is not; legend tooltips in English, msprobe\'s Chinese in 中文', async () => {
+    const { page, assertClean, context } = await demo(browser, server.url, servedAllowlist(server.url));
+    const legend = () => page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#legend li[data-precision]')]
+      .map((li) => [li.dataset.precision, { title: li.title, bg: getComputedStyle(li.querySelector('.sw')).backgroundImage, color: li.querySelector('.sw').style.backgroundColor }])));
+    let lg = await legend();
+    assert.ok(lg.pass && lg.none, `legend classes: ${Object.keys(lg)}`);
+    assert.match(lg.none.bg, /repeating-linear-gradient/, 'the "no precision index" swatch is hatched');
+    assert.equal(lg.pass.bg, 'none', 'the "pass" swatch is plain');
+    assert.match(lg.pass.title, /^Error of the statistics of all inputs and outputs of this node.*\[0, 0\.3\)$/);
+    assert.match(lg.unmatched.title, /^The node was not matched/);
+    for (const v of Object.values(lg)) assert.doesNotMatch(v.title, /[\u4e00-\u9fff]/, `English tooltip: ${v.title}`);
+    // The stored colours are untouched.
+    const colors = await page.evaluate(() => window.__probelens.lastResult.nodeColors);
+    assert.deepEqual(Object.keys(colors).sort(), ['#C7C7C7', '#FF704D', '#FFDC7F', '#FFFCF3']);
+    // In the graph: the box of a "none" node has hatch pixels, the box of a "pass" node is one colour.
+    const px = await page.evaluate(async () => {
+      const S = window.__probelens.state;
+      const v = window.__probelens.views.npu;
+      const m = v.model;
+      const bins = S.classes.bins;
+      const k = (c) => bins.findIndex((b) => b.cls === c);
+      const find = (c) => { for (let i = 1; i < m.n; i++) if (m.cls[i] === k(c) && !m.hasChildren(i)) return i; return -1; };
+      const out = {};
+      for (const c of ['pass', 'none']) {
+        const i = find(c);
+        if (i < 0) { out[c] = null; continue; }
+        window.__probelens.select('npu', i);
+        await new Promise((r) => setTimeout(r, 50));
+        v.scale = 2;
+        m.reveal(i);
+        m.layout(0);
+        const p = m.absPos(i);
+        v.tx = 40 - p.x * v.scale;
+        v.ty = 40 - p.y * v.scale;
+        v.selected = -1; v.peer = -1; v.pick = -1;
+        v.draw();
+        const ctx = v.canvas.getContext('2d');
+        const d = v.dpr;
+        const w = Math.floor((m.w[i] * v.scale - 16) * d);
+        const h = Math.floor((m.h[i] * v.scale - 8) * d);
+        const img = ctx.getImageData(Math.floor(48 * d), Math.floor(44 * d), Math.min(w, 60), Math.max(1, Math.min(h, 20))).data;
+        const seen = new Set();
+        let hatch = 0;
+        for (let q = 0; q < img.length; q += 4) {
+          seen.add(`${img[q]},${img[q + 1]},${img[q + 2]}`);
+          if (img[q + 2] - img[q] >= 10) hatch++;
+        }
+        out[c] = { hatch, colors: [...seen] };
+      }
+      return out;
+    });
+    assert.ok(px.pass && px.none, JSON.stringify(px));
+    // Hatch lines are blue-grey (#aab2c0); the fills and the label's anti-aliasing are not.
+    const bluish = (c) => { const [r, , b] = c.split(',').map(Number); return b - r >= 10; };
+    assert.ok(px.none.hatch > 10, `hatch lines in the none box: ${JSON.stringify(px.none)}`);
+    assert.equal(px.pass.hatch, 0, `no hatch in the pass box: ${JSON.stringify(px.pass)}`);
+    assert.ok(px.pass.colors.includes('255,252,243') && !px.pass.colors.some(bluish));
+    await page.click('#lang-btn');
+    lg = await legend();
+    assert.equal(lg.pass.title, '此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大 [0, 0.3)');
+    assert.equal(lg.unmatched.title, '比对过程中节点未匹配上');
+    await page.click('#lang-btn');
+    await page.locator('header').screenshot({ path: path.join(OUT, 'page3-legend.png') });
+    assertClean();
+    await context.close();
+  });
 });
