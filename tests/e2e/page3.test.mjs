@@ -247,4 +247,69 @@ describe('page, part three (issue 24: 6, 7, 9, 11, 12, 13)', () => {
     assertClean();
     await context.close();
   });
+
+  test('11: compare table: NPU and Bench rows of a pair grouped, differing cells marked, Result and Err_message in view', async () => {
+    const { page, assertClean, context } = await demo(browser, server.url, servedAllowlist(server.url));
+    const i = await indexOf(page, 'npu', TOP);
+    await page.evaluate((i) => window.__probelens.select('npu', i), i);
+    await page.waitForFunction((n) => document.getElementById('details').dataset.node === n
+      && document.querySelectorAll('#details-compare tr[data-side]').length > 0, TOP);
+    const t = await page.evaluate(() => {
+      const groups = [...document.querySelectorAll('#details-compare tbody.dpair')].map((b) => ({
+        sides: [...b.querySelectorAll('tr[data-side]')].map((r) => r.dataset.side),
+        keys: [...b.querySelectorAll('tr[data-side] td.dkey')].map((td) => td.textContent),
+        renamed: b.classList.contains('renamed'),
+        diffs: [...b.querySelectorAll('td.ddiff')].map((td) => `${td.closest('tr').dataset.side}:${td.dataset.field}`),
+      }));
+      const wrap = document.querySelector('#details-compare .dtable-wrap');
+      const wr = wrap.getBoundingClientRect();
+      const vis = (sel) => [...document.querySelectorAll(sel)].map((e) => {
+        const r = e.getBoundingClientRect();
+        return r.left >= wr.left - 1 && r.right <= wr.right + 1;
+      });
+      return { groups, wide: wrap.scrollWidth > wrap.clientWidth, result: vis('#details-compare td[data-field="Result"]'), msg: vis('#details-compare td[data-field="Err_message"]') };
+    });
+    assert.ok(t.groups.length >= 4, `${t.groups.length} pairs`);
+    for (const g of t.groups) assert.deepEqual(g.sides, ['npu', 'bench'], `each pair holds its NPU row, then its Bench row: ${g.keys}`);
+    // msprobe pairs by position: the NPU's input.2 goes with the Bench's input.labels, and the NPU's
+    // input.labels has no Bench tensor; each shows in its own group.
+    const labels = t.groups.find((g) => g.keys[1] === 'input.labels');
+    assert.ok(labels, JSON.stringify(t.groups.map((g) => g.keys)));
+    assert.equal(labels.keys[0], 'input.2');
+    assert.equal(labels.renamed, true);
+    const npuLabels = t.groups.find((g) => g.keys[0] === 'input.labels');
+    assert.deepEqual(npuLabels.keys, ['input.labels', '—']);
+    // Differing cells: the fixture's layouts differ ([s, b, h] vs [b, s, h]): a layer's output shapes.
+    const leaf = 'Module.0.module.module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0';
+    await page.evaluate((i) => window.__probelens.select('npu', i), await indexOf(page, 'npu', leaf));
+    await page.waitForFunction((n) => document.getElementById('details').dataset.node === n
+      && document.querySelectorAll('#details-compare tr[data-side]').length > 0, leaf);
+    const out0 = await page.evaluate(() => {
+      const b = [...document.querySelectorAll('#details-compare tbody.dpair')].find((x) => x.querySelector('td.dkey').textContent === 'output.0');
+      return {
+        diffs: [...b.querySelectorAll('td.ddiff')].map((td) => `${td.closest('tr').dataset.side}:${td.dataset.field}`),
+        shapes: [...b.querySelectorAll('td[data-field="shape"]')].map((td) => td.textContent),
+        dtypes: [...b.querySelectorAll('td[data-field="dtype"]')].map((td) => td.textContent),
+      };
+    });
+    assert.notEqual(out0.shapes[0], out0.shapes[1], JSON.stringify(out0));
+    assert.ok(out0.diffs.includes('npu:shape') && out0.diffs.includes('bench:shape'), JSON.stringify(out0));
+    assert.equal(out0.dtypes[0], out0.dtypes[1]);
+    assert.ok(!out0.diffs.some((d) => d.endsWith(':dtype')), 'equal dtypes are not marked');
+    await page.evaluate((i) => window.__probelens.select('npu', i), i);
+    await page.waitForFunction((n) => document.getElementById('details').dataset.node === n
+      && document.querySelectorAll('#details-compare tr[data-side]').length > 0, TOP);
+    // Result and Err_message stay in view although the table is wider than its panel.
+    assert.equal(t.wide, true, 'the table scrolls sideways at 1600 px');
+    assert.ok(t.result.length && t.result.every(Boolean), `Result cells in view: ${t.result}`);
+    assert.ok(t.msg.length && t.msg.every(Boolean), `Err_message cells in view: ${t.msg}`);
+    await page.locator('#details').screenshot({ path: path.join(OUT, 'page3-compare-table.png') });
+    // The CSV of the node keeps msprobe's column order and one line per row.
+    const csv = await download(page, '#csv-node', 'page3-node.csv');
+    const lines = fs.readFileSync(csv.file, 'utf8').trim().split(/\r\n/);
+    assert.match(lines[0], /^Tensor,Side,type,dtype,shape,.*,Result,Err_message$/);
+    assert.equal(lines.length - 1, t.groups.reduce((s, g) => s + g.sides.length, 0));
+    assertClean();
+    await context.close();
+  });
 });
