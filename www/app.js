@@ -14,6 +14,7 @@ import { searchNames, filterNodes, firstDivergence } from './analysis.js';
 import { toCsv } from './csv.js';
 import { t, detectLang, setLang, getLang, translateDom } from './i18n.js';
 import { MappingPanel } from './mappingpanel.js';
+import { installGraphExports } from './graphexport.js';
 
 /** @typedef {import('./protocol.js').Side} Side */
 /** @typedef {import('./protocol.js').RunResult} RunResult */
@@ -1755,17 +1756,7 @@ export function startApp(host) {
     $('export-msg').classList.toggle('err', err);
   }
 
-  for (const side of SIDES) {
-    $(`png-${side}`).addEventListener('click', () => {
-      const v = views[side];
-      if (!v.model) return exportMsg(t('Nothing to export.'), true);
-      v.draw();
-      v.canvas.toBlob((blob) => {
-        if (blob) download(blob, `probelens_${side}.png`);
-        else exportMsg(t('The browser could not encode the image.'), true);
-      }, 'image/png');
-    });
-  }
+  installGraphExports(views, download, exportMsg);
   $('csv-node').addEventListener('click', () => {
     if (!details.table.length) return exportMsg(t('Select a node with tensors first.'), true);
     const name = details.root.dataset.node || 'node';

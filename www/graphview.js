@@ -303,6 +303,35 @@ export class GraphView {
     if (this.afterDraw) this.afterDraw();
   }
 
+  /**
+   * Draws a whole laid-out tree (not just the pane's viewport) onto ctx at `scale` CSS px per world
+   * unit, with a margin of `pad` world units, without the selection outlines: the PNG export.
+   * The pane's own state is restored afterwards (nothing is drawn on the pane in between).
+   * @param {CanvasRenderingContext2D} ctx
+   * @param {import('./tree.js').TreeModel} model
+   * @param {number} scale
+   * @param {number} pad
+   */
+  renderTo(ctx, model, scale, pad) {
+    const keep = {
+      ctx: this.ctx, model: this.model, scale: this.scale, tx: this.tx, ty: this.ty, cssW: this.cssW, cssH: this.cssH,
+      dpr: this.dpr, selected: this.selected, peer: this.peer, pick: this.pick, afterDraw: this.afterDraw,
+      hatch: this.hatch, stats: { ...this.stats },
+    };
+    model.layout(0);
+    try {
+      Object.assign(this, {
+        ctx, model, scale: 1, tx: pad, ty: pad, cssW: model.w[0] + 2 * pad, cssH: model.h[0] + 2 * pad,
+        dpr: scale, selected: -1, peer: -1, pick: -1, afterDraw: null, hatch: null,
+      });
+      this.draw();
+    } finally {
+      Object.assign(this, keep);
+      this.curFill = '';
+      this.curStroke = '';
+    }
+  }
+
   /** Sets the fill colour only when it changes (parsing colour strings is a large part of a frame). @param {string} c */
   fillStyle(c) {
     if (c !== this.curFill) {

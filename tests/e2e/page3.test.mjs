@@ -312,4 +312,46 @@ describe('page, part three (issue 24: 6, 7, 9, 11, 12, 13)', () => {
     assertClean();
     await context.close();
   });
+
+  test('12: PNG of the whole graph at a chosen scale, every node expanded too, and SVG', async () => {
+    const { page, assertClean, context } = await demo(browser, server.url, servedAllowlist(server.url));
+    // Open one layer so the graph is larger than the pane.
+    const layer = await indexOf(page, 'npu', 'Module.0.module.module.decoder.layers.0.TransformerLayer.forward.0');
+    await page.evaluate((i) => window.__probelens.select('npu', i), layer);
+    await page.click('#npu-pane [data-act="expand-all"]');
+    const dims = await page.evaluate(() => {
+      const v = window.__probelens.views.npu;
+      v.model.layout(0);
+      return { w: v.model.w[0], h: v.model.h[0], rows: v.model.rows().length, paneW: v.cssW, paneH: v.cssH };
+    });
+    assert.ok(dims.w > dims.paneW || dims.h > dims.paneH, 'the expanded graph is larger than the pane');
+    await page.selectOption('#export-scale', '2');
+    const png = await download(page, '#png-npu', 'page3-npu-2x.png');
+    assert.equal(png.suggested, 'probelens_npu.png');
+    const sz = pngSize(png.file);
+    const scale = Number(await page.locator('#export-msg').getAttribute('data-scale'));
+    assert.ok(scale > 1 && scale <= 2, `scale ${scale}`);
+    assert.equal(sz.width, Math.ceil((dims.w + 24) * scale), 'the whole width, not the viewport');
+    assert.equal(sz.height, Math.ceil((dims.h + 24) * scale), 'the whole height');
+    await page.selectOption('#export-scale', '1');
+    const png1 = pngSize((await download(page, '#png-npu', 'page3-npu-1x.png')).file);
+    assert.equal(png1.width, Math.ceil(dims.w + 24));
+    // SVG: one group per visible node, each with its full name.
+    const svg = await download(page, '#svg-npu', 'page3-npu.svg');
+    const text = fs.readFileSync(svg.file, 'utf8');
+    assert.match(text, /^<\?xml[^>]*>\n<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    assert.equal((text.match(/<g>/g) ?? []).length, dims.rows, 'every visible node');
+    assert.ok(text.includes('<title>Module.0.module.module.decoder.layers.0.TransformerLayer.forward.0</title>'));
+    assert.ok(text.endsWith('</svg>'));
+    // Every node expanded: collapse the pane first; the export still has every node.
+    await page.click('#npu-pane [data-act="collapse-all"]');
+    await page.selectOption('#export-scope', 'all');
+    const all = fs.readFileSync((await download(page, '#svg-bench', 'page3-bench-all.svg')).file, 'utf8');
+    const nb = await page.evaluate(() => window.__probelens.lastResult.bench.names.length);
+    assert.equal((all.match(/<g>/g) ?? []).length, nb, 'every Bench node');
+    const pngAll = pngSize((await download(page, '#png-bench', 'page3-bench-all.png')).file);
+    assert.ok(pngAll.width > 0 && pngAll.height > 2000, `${pngAll.width}×${pngAll.height}`);
+    assertClean();
+    await context.close();
+  });
 });
