@@ -14,6 +14,7 @@ import { searchNames, filterNodes, firstDivergence } from './analysis.js';
 import { toCsv } from './csv.js';
 import { t, detectLang, setLang, getLang, translateDom } from './i18n.js';
 import { MappingPanel } from './mappingpanel.js';
+import { showWelcome } from './welcome.js';
 import { installGraphExports } from './graphexport.js';
 
 /** @typedef {import('./protocol.js').Side} Side */
@@ -649,6 +650,7 @@ export function startApp(host) {
     renderDiagnostics(result);
     details.clear(compare ? 'Select a node to compare its tensors.' : 'Select a node to see its tensors.');
     window.__probelens.lastResult = result;
+    showWelcome(S.mode === 'dump' && !!(S.sources.npu?.demo && S.sources.bench?.demo));
     resetTools();
     setupMicroSteps(result);
     window.__probelens.timings.displayMs = performance.now() - t0;

@@ -317,8 +317,25 @@ export class DetailsPanel {
         }, 1500);
       });
       head.append(title, btn);
-      const pre = h('pre', 'stack-text', text || t('(no stack)'));
+      const pre = h('pre', 'stack-text');
       pre.dataset.side = label.toLowerCase();
+      const frames = d?.stack ?? [];
+      if (!frames.length) pre.textContent = t('(no stack)');
+      else {
+        // The user's frames first, then the library's (site-packages, torch, the standard library),
+        // dimmed; each keeps its place in the stored stack (#k). Copy gives the stored order.
+        const order = stackOrder(frames);
+        const nUser = order.filter((k) => !isLibraryFrame(frames[k])).length;
+        order.forEach((k, pos) => {
+          const lib = isLibraryFrame(frames[k]);
+          if (pos === nUser && nUser > 0) pre.append(h('span', 'frame-sep', `${t('library frames')}\n`));
+          const f = h('span', lib ? 'frame lib' : 'frame user');
+          f.dataset.index = String(k);
+          f.append(h('span', 'frame-no', `#${k + 1} `), document.createTextNode(`${frames[k]}\n`));
+          pre.append(f);
+        });
+        pre.dataset.userFrames = String(nUser);
+      }
       col.append(head, pre);
       grid.append(col);
     }
@@ -338,4 +355,27 @@ function sectionOf(key) {
 function shortKey(key) {
   const m = /\.(input|output|parameters_grad|parameters)(\.|$)/.exec(key);
   return m ? key.slice(m.index + 1) : key;
+}
+
+/**
+ * Is a stack frame (`File <path>, line N, in f, ...`) library code: a package under site-packages or
+ * dist-packages (torch, transformers, megatron installed as a package, ...), the Python standard
+ * library, or torch itself wherever it lives?
+ * @param {string} frame
+ */
+export function isLibraryFrame(frame) {
+  const m = /^\s*File\s+"?([^",]+)"?,/.exec(frame);
+  const file = (m ? m[1] : frame).replace(/\\/g, '/');
+  return /\/(site|dist)-packages\//.test(file) || /\/lib\/python\d+(\.\d+)?\/(?!site-packages)/.test(file)
+    || /(^|\/)torch(_npu)?\//.test(file) || file.startsWith('<');
+}
+
+/**
+ * The display order of a stack: the user's frames, then the library's, each in stored order.
+ * @param {string[]} frames
+ * @returns {number[]} indexes into frames
+ */
+export function stackOrder(frames) {
+  const idx = frames.map((_, k) => k);
+  return [...idx.filter((k) => !isLibraryFrame(frames[k])), ...idx.filter((k) => isLibraryFrame(frames[k]))];
 }

@@ -34,6 +34,12 @@ export const ZH = {
   'undo / redo a match or unmatch': '撤销 / 重做匹配或取消匹配',
   'search node names': '搜索节点名称',
   'this help': '本帮助',
+  'Demo: a tiny Qwen2.5 run as Megatron (NPU, left) vs Hugging Face (Bench, right). To compare your own runs, choose a dump folder per side (Folder… or drop it on the card); nothing is uploaded.':
+    '演示：一个小型 Qwen2.5，Megatron（NPU，左）对比 Hugging Face（标杆，右）。要比对你自己的运行，请为每侧选择一个 dump 文件夹（“文件夹…”或拖放到卡片上）；数据不会上传。',
+  'Hide this line': '隐藏此行',
+  'library frames': '库代码的栈帧',
+  'in the search: next / previous hit': '在搜索框中：下一个 / 上一个结果',
+  'close this help; leave the search box or the mapping editor': '关闭本帮助；离开搜索框或映射编辑器',
   // inputs
   Inputs: '输入',
   'Debug / NPU': '调试侧 / NPU',

@@ -100,7 +100,9 @@ export class Outline {
     const r = this.rowOf(i);
     if (r < 0) return;
     const top = r * ROW_H;
-    const h = this.el.clientHeight;
+    // The box's height can be fractional (clientHeight rounds it): a row placed at the bottom edge by
+    // clientHeight alone can be cut by a fraction of a pixel, and clicking it scrolls again. Keep 2 px.
+    const h = Math.floor(this.el.getBoundingClientRect().height) - 2;
     if (top < this.el.scrollTop) this.el.scrollTop = top;
     else if (top + ROW_H > this.el.scrollTop + h) this.el.scrollTop = top + ROW_H - h;
     this.render();

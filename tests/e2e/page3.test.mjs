@@ -354,4 +354,64 @@ describe('page, part three (issue 24: 6, 7, 9, 11, 12, 13)', () => {
     assertClean();
     await context.close();
   });
+
+  test('13: regex message once, the user\'s stack frames first, Esc in the help, a welcome line on the demo', async () => {
+    const { page, assertClean, context } = await demo(browser, server.url, servedAllowlist(server.url));
+    // Welcome on the demo.
+    assert.equal(await page.locator('#welcome').isVisible(), true);
+    assert.match(await page.locator('#welcome').textContent(), /Demo: .*choose a dump folder per side/);
+    await page.screenshot({ path: path.join(OUT, 'page3-welcome.png') });
+    // Bad regex.
+    await page.check('#search-regex');
+    await page.fill('#search-input', 'layers.(0');
+    await page.waitForFunction(() => document.getElementById('search-msg').textContent.includes('Invalid regular expression'));
+    const msg = await page.locator('#search-msg').textContent();
+    assert.equal(msg.split('Invalid regular expression').length - 1, 1, msg);
+    assert.match(msg, /^Invalid regular expression: \/layers\.\(0\/i: Unterminated group$/);
+    // Help lists Esc.
+    await page.click('#help-btn');
+    assert.match(await page.locator('#help-pop').textContent(), /Esc.*close this help/s);
+    await page.keyboard.press('Escape');
+    assert.equal(await page.locator('#help-pop').isVisible(), false, 'Esc closes the help');
+    // Stack: a Bench node called through torch and transformers: the user's frames come first.
+    const name = 'Module.module.model.layers.0.mlp.down_proj.Linear.forward.0';
+    const b = await indexOf(page, 'bench', name);
+    await page.evaluate((i) => window.__probelens.select('bench', i), b);
+    await page.waitForFunction((n) => document.getElementById('details').dataset.node === n, name);
+    await page.click('#tab-stack');
+    const st = await page.evaluate(() => {
+      const pre = document.querySelector('#details-stack pre[data-side="bench"]');
+      return [...pre.querySelectorAll('.frame')].map((f) => ({ lib: f.classList.contains('lib'), index: Number(f.dataset.index), text: f.textContent }));
+    });
+    assert.ok(st.some((f) => f.lib) && st.some((f) => !f.lib), JSON.stringify(st));
+    const firstLib = st.findIndex((f) => f.lib);
+    assert.ok(st.slice(firstLib).every((f) => f.lib), 'library frames after all the user frames');
+    assert.ok(st.filter((f) => !f.lib).every((f) => /\/home\/user\/train\//.test(f.text)));
+    assert.ok(st.filter((f) => f.lib).every((f) => /site-packages/.test(f.text)));
+    assert.ok(st[firstLib].index < st[0].index, 'in the stored stack torch came before the user\'s code');
+    await page.locator('#details').screenshot({ path: path.join(OUT, 'page3-stack.png') });
+    // Choosing one's own folder hides the welcome.
+    await choose(page, 'npu', path.join(FIX, 'qwen_mix_statistics', 'npu', 'step0', 'proc23598'));
+    assert.equal(await page.locator('#welcome').isVisible(), false);
+    assertClean();
+    await context.close();
+  });
+
+  test('file:// smoke: the single file has the welcome, Enter stepping, hatched legend and the exports', async () => {
+    const { page, assertClean, context } = await demo(browser, SINGLE_URL, fileAllowlist);
+    assert.equal(await page.locator('#welcome').isVisible(), true);
+    await page.fill('#search-input', 'linear_proj');
+    await page.waitForFunction(() => Number(document.getElementById('search-list').dataset.count) > 2);
+    await page.focus('#search-input');
+    await page.keyboard.press('Enter');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /^2 of \d+$/.test(document.getElementById('search-count').textContent));
+    assert.match(await page.evaluate(() => getComputedStyle(document.querySelector('#legend li[data-precision="none"] .sw')).backgroundImage), /repeating-linear-gradient/);
+    const png = pngSize((await download(page, '#png-npu', 'page3-file-npu.png')).file);
+    assert.ok(png.width > 100);
+    const svg = fs.readFileSync((await download(page, '#svg-npu', 'page3-file-npu.svg')).file, 'utf8');
+    assert.match(svg, /<\/svg>$/);
+    assertClean();
+    await context.close();
+  });
 });
