@@ -6,7 +6,8 @@
 
 /**
  * Searches node names by case-insensitive substring or regular expression.
- * An invalid expression gives `{error}` and no hits (never throws).
+ * An invalid expression gives `{error}` (the engine's message without its "Invalid regular
+ * expression:" prefix) and no hits (never throws).
  * @param {string[]} names
  * @param {string} query
  * @param {boolean} regex
@@ -22,7 +23,9 @@ export function searchNames(names, query, regex, keep) {
     try {
       re = new RegExp(query, 'i');
     } catch (e) {
-      return { hits: new Int32Array(0), error: e instanceof Error ? e.message : String(e) };
+      // The page says "Invalid regular expression: {msg}" itself: drop the engine's own prefix.
+      const msg = e instanceof Error ? e.message : String(e);
+      return { hits: new Int32Array(0), error: msg.replace(/^Invalid regular expression:\s*/i, '') };
     }
     test = (s) => re.test(s);
   } else {

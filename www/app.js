@@ -3,7 +3,7 @@
 import { CoreClient, CoreError } from './client.js';
 import { SIDES, STAGES, unpackRunResult } from './protocol.js';
 import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml, isTensorFile } from './loader.js';
-import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS } from './colors.js';
+import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS, binTitle, swatchBackground } from './colors.js';
 import { TreeModel } from './tree.js';
 import { GraphView } from './graphview.js';
 import { Outline } from './outline.js';
@@ -14,6 +14,8 @@ import { searchNames, filterNodes, firstDivergence } from './analysis.js';
 import { toCsv } from './csv.js';
 import { t, detectLang, setLang, getLang, translateDom } from './i18n.js';
 import { MappingPanel } from './mappingpanel.js';
+import { showWelcome } from './welcome.js';
+import { installGraphExports } from './graphexport.js';
 
 /** @typedef {import('./protocol.js').Side} Side */
 /** @typedef {import('./protocol.js').RunResult} RunResult */
@@ -648,6 +650,7 @@ export function startApp(host) {
     renderDiagnostics(result);
     details.clear(compare ? 'Select a node to compare its tensors.' : 'Select a node to see its tensors.');
     window.__probelens.lastResult = result;
+    showWelcome(S.mode === 'dump' && !!(S.sources.npu?.demo && S.sources.bench?.demo));
     resetTools();
     setupMicroSteps(result);
     window.__probelens.timings.displayMs = performance.now() - t0;
@@ -681,10 +684,10 @@ export function startApp(host) {
       li.dataset.count = String(counts[k]);
       const sw = document.createElement('span');
       sw.className = 'sw';
-      sw.style.background = b.color;
+      sw.style.background = swatchBackground(classes.bins, k);
       const tx = document.createElement('span');
       tx.textContent = `${compare ? t(b.label) : t('nodes')} ${counts[k]}`;
-      li.title = b.description + (Number.isFinite(b.lo) ? ` [${b.lo}, ${b.hi}${b.last ? ']' : ')'}` : '');
+      li.title = binTitle(b);
       li.append(sw, tx);
       ul.append(li);
     });
@@ -1755,17 +1758,7 @@ export function startApp(host) {
     $('export-msg').classList.toggle('err', err);
   }
 
-  for (const side of SIDES) {
-    $(`png-${side}`).addEventListener('click', () => {
-      const v = views[side];
-      if (!v.model) return exportMsg(t('Nothing to export.'), true);
-      v.draw();
-      v.canvas.toBlob((blob) => {
-        if (blob) download(blob, `probelens_${side}.png`);
-        else exportMsg(t('The browser could not encode the image.'), true);
-      }, 'image/png');
-    });
-  }
+  installGraphExports(views, download, exportMsg);
   $('csv-node').addEventListener('click', () => {
     if (!details.table.length) return exportMsg(t('Select a node with tensors first.'), true);
     const name = details.root.dataset.node || 'node';

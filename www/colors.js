@@ -1,5 +1,6 @@
 // @ts-check
 // Precision classes from the colour table carried by the result (never hard-coded thresholds).
+import { msprobeText } from './i18n.js';
 
 /**
  * A legend class. `cls` is the name used in `data-precision` (pass, warning, error, unmatched, none, ...).
@@ -178,4 +179,65 @@ export function darker(hex) {
   if (!Number.isFinite(n)) return '#666666';
   const c = (/** @type {number} */ v) => Math.max(0, v - 70).toString(16).padStart(2, '0');
   return `#${c((n >> 16) & 255)}${c((n >> 8) & 255)}${c(n & 255)}`;
+}
+
+/**
+ * The legend tooltip of a class: its description in the UI's language (msprobe's Chinese text in
+ * 中文, its English in the English UI) and its range.
+ * @param {Bin} b
+ */
+export function binTitle(b) {
+  return msprobeText(b.description) + (Number.isFinite(b.lo) ? ` [${b.lo}, ${b.hi}${b.last ? ']' : ')'}` : '');
+}
+
+/**
+ * "No precision index" is drawn white like msprobe's near-white "pass" (#FFFCF3): the page hatches
+ * it (graph boxes, legend and list swatches) so the two differ; the stored colours stay as they are.
+ * Only in a compare result (in a build graph every node has no precision index).
+ * @param {Bin[]} bins
+ * @param {number} k class index
+ */
+export function isHatched(bins, k) {
+  return bins[k]?.cls === 'none' && bins.some((b) => Number.isFinite(b.lo));
+}
+
+/** Stroke colour of the hatch lines. */
+export const HATCH_COLOR = '#aab2c0';
+
+/**
+ * A canvas pattern of thin diagonal lines on the fill colour, for "no precision index".
+ * @param {CanvasRenderingContext2D} ctx
+ * @param {string} fill
+ * @param {number} [px] spacing of the lines in device pixels
+ */
+export function hatchPattern(ctx, fill, px = 6) {
+  const c = document.createElement('canvas');
+  c.width = px;
+  c.height = px;
+  const g = /** @type {CanvasRenderingContext2D} */ (c.getContext('2d'));
+  g.fillStyle = fill;
+  g.fillRect(0, 0, px, px);
+  g.strokeStyle = HATCH_COLOR;
+  g.lineWidth = 1;
+  g.beginPath();
+  g.moveTo(0, px);
+  g.lineTo(px, 0);
+  g.moveTo(-1, 1);
+  g.lineTo(1, -1);
+  g.moveTo(px - 1, px + 1);
+  g.lineTo(px + 1, px - 1);
+  g.stroke();
+  return /** @type {CanvasPattern} */ (ctx.createPattern(c, 'repeat'));
+}
+
+/** The same hatch as a CSS background (legend and list swatches). @param {string} fill */
+export function hatchCss(fill) {
+  return `repeating-linear-gradient(135deg, ${fill} 0 3px, ${HATCH_COLOR} 3px 4px)`;
+}
+
+/** CSS background of a class's swatch (legend, outline): its colour, hatched as in the graph. @param {Bin[]} bins @param {number} k */
+export function swatchBackground(bins, k) {
+  const b = bins[k];
+  if (!b) return '#ffffff';
+  return isHatched(bins, k) ? hatchCss(b.color) : b.color;
 }

@@ -1,6 +1,6 @@
 // @ts-check
 // Node details panel: per-tensor NPU vs Bench table (values exactly as the core gives them) and stacks.
-import { t } from './i18n.js';
+import { t, msprobeText } from './i18n.js';
 
 /** @typedef {import('./protocol.js').NodeDetail} NodeDetail */
 
@@ -9,6 +9,23 @@ const FIRST = ['type', 'dtype', 'shape', 'value', 'Max', 'Min', 'Mean', 'Norm', 
 const LAST = ['Result', 'Err_message'];
 /** Fields that say nothing to a reader of the table. */
 const HIDDEN = new Set(['data_name', 'isBench', 'isMatched']);
+/** Fields whose NPU and Bench values are compared cell by cell (the rest are the core's diffs). */
+const COMPARED = new Set(['type', 'dtype', 'shape', 'value', 'Max', 'Min', 'Mean', 'Norm', 'md5', 'requires_grad']);
+
+/**
+ * Do an NPU and a Bench value differ? Numbers compare by value (NaN equals NaN), anything else as text;
+ * a value on one side only differs.
+ * @param {string | undefined} a @param {string | undefined} b
+ */
+export function differs(a, b) {
+  if (a === b) return false;
+  if (a === undefined || b === undefined) return true;
+  const x = Number(a);
+  const y = Number(b);
+  if (a.trim() !== '' && b.trim() !== '' && !Number.isNaN(x) && !Number.isNaN(y)) return x !== y;
+  if (/^nan$/i.test(a.trim()) && /^nan$/i.test(b.trim())) return false;
+  return a.replace(/\s+/g, '') !== b.replace(/\s+/g, '');
+}
 
 /**
  * @param {string} tag
@@ -85,6 +102,7 @@ export class DetailsPanel {
     this.table = [];
     /** @type {{pair: {npu: NodeDetail | null, bench: NodeDetail | null}, primary: import('./protocol.js').Side, toolTip: Record<string, string> | null, buildLabel: string | null} | {message: string} | null} */
     this.last = null;
+    new ResizeObserver(() => this.pinOffsets()).observe(this.compareEl);
     this.clear('Select a node to see its tensors.');
   }
 
@@ -193,32 +211,45 @@ export class DetailsPanel {
     for (const c of cols) {
       const th = h('th', '', c);
       th.setAttribute('scope', 'col');
-      if (toolTip && toolTip[c]) th.title = toolTip[c];
+      if (toolTip && toolTip[c]) th.title = msprobeText(toolTip[c]);
       hr.append(th);
     }
     thead.append(hr);
     table.append(thead);
+    // One tbody per pair of tensors (msprobe pairs NPU and Bench tensors by position: the NPU row
+    // and the Bench row compared with it stay together, framed as one group); cells whose NPU and
+    // Bench values differ are marked; Result and Err_message stay pinned to the right edge.
     let section = '';
-    const tbody = h('tbody');
+    let pairNo = 0;
     for (const r of rows) {
       if (r.section !== section) {
         section = r.section;
+        pairNo = 0;
+        const sb = h('tbody', 'dsection-body');
         const sr = h('tr', 'dsection');
         const td = /** @type {HTMLTableCellElement} */ (h('td', '', t(section)));
         td.colSpan = cols.length + (single ? 1 : 2);
         sr.append(td);
-        tbody.append(sr);
+        sb.append(sr);
+        table.append(sb);
       }
-      for (const [sideName, key, map] of /** @type {[string, string | null, Map<string, [string, string][]>][]} */ ([
-        ['NPU', r.npu, nt],
-        ['Bench', r.bench, bt],
+      pairNo++;
+      const nf = new Map(r.npu ? nt.get(r.npu) ?? [] : []);
+      const bf = new Map(r.bench ? bt.get(r.bench) ?? [] : []);
+      const both = !single && !!r.npu && !!r.bench;
+      const body = h('tbody', `dpair ${pairNo % 2 ? 'odd' : 'even'}`);
+      body.dataset.section = r.section;
+      body.dataset.pair = String(pairNo);
+      if (both && shortKey(r.npu ?? '') !== shortKey(r.bench ?? '')) body.classList.add('renamed');
+      for (const [sideName, key, fields] of /** @type {[string, string | null, Map<string, string>][]} */ ([
+        ['NPU', r.npu, nf],
+        ['Bench', r.bench, bf],
       ])) {
         // No row for a side that has no tensor here and no counterpart node at all.
         if (!key && (single || !(sideName === 'NPU' ? npu : bench))) continue;
         const tr = h('tr', sideName === 'NPU' ? 'drow-npu' : 'drow-bench');
         tr.dataset.section = r.section;
         tr.dataset.side = sideName.toLowerCase();
-        const fields = new Map(key ? map.get(key) ?? [] : []);
         const nameTd = h('td', 'dkey', key ? shortKey(key) : '—');
         if (key) nameTd.title = key;
         tr.append(nameTd);
@@ -228,16 +259,40 @@ export class DetailsPanel {
           const v = fields.get(c);
           const td = h('td', '', v ?? '');
           td.dataset.field = c;
+          if (v && v.length > 24) td.title = v;
           if (c === 'Result' && v) td.classList.add(`res-${v.toLowerCase().replace(/[^a-z]/g, '')}`);
+          if (LAST.includes(c)) td.classList.add(`dpin-${c === 'Result' ? 'result' : 'msg'}`);
+          if (both && COMPARED.has(c) && differs(nf.get(c), bf.get(c))) {
+            td.classList.add('ddiff');
+            td.title = `${t('NPU')}: ${nf.get(c) ?? '—'}\n${t('Bench')}: ${bf.get(c) ?? '—'}`;
+          }
           tr.append(td);
         }
-        tbody.append(tr);
+        body.append(tr);
       }
+      if (body.childElementCount) table.append(body);
     }
-    table.append(tbody);
+    for (const th of Array.from(hr.children)) {
+      const c = /** @type {HTMLElement} */ (th).textContent ?? '';
+      if (LAST.includes(c) && th !== hr.firstElementChild) th.classList.add(`dpin-${c === 'Result' ? 'result' : 'msg'}`);
+    }
     const wrap = h('div', 'dtable-wrap');
     wrap.append(table);
     this.compareEl.replaceChildren(wrap);
+    this.pinOffsets();
+  }
+
+  /**
+   * Result is pinned left of Err_message, which is pinned to the right edge: its offset is the
+   * message column's width (measured once the table is laid out, again when the panel is resized).
+   */
+  pinOffsets() {
+    const table = /** @type {HTMLElement | null} */ (this.compareEl.querySelector('.dtable'));
+    if (!table) return;
+    const msg = /** @type {HTMLElement | null} */ (table.querySelector('th.dpin-msg'));
+    const w = msg ? msg.getBoundingClientRect().width : 0;
+    table.style.setProperty('--dpin-msg-w', `${w}px`);
+    table.classList.toggle('dpin', !!table.querySelector('th.dpin-result, th.dpin-msg'));
   }
 
   /** @param {[string, NodeDetail | null][]} sides */
@@ -262,8 +317,25 @@ export class DetailsPanel {
         }, 1500);
       });
       head.append(title, btn);
-      const pre = h('pre', 'stack-text', text || t('(no stack)'));
+      const pre = h('pre', 'stack-text');
       pre.dataset.side = label.toLowerCase();
+      const frames = d?.stack ?? [];
+      if (!frames.length) pre.textContent = t('(no stack)');
+      else {
+        // The user's frames first, then the library's (site-packages, torch, the standard library),
+        // dimmed; each keeps its place in the stored stack (#k). Copy gives the stored order.
+        const order = stackOrder(frames);
+        const nUser = order.filter((k) => !isLibraryFrame(frames[k])).length;
+        order.forEach((k, pos) => {
+          const lib = isLibraryFrame(frames[k]);
+          if (pos === nUser && nUser > 0) pre.append(h('span', 'frame-sep', `${t('library frames')}\n`));
+          const f = h('span', lib ? 'frame lib' : 'frame user');
+          f.dataset.index = String(k);
+          f.append(h('span', 'frame-no', `#${k + 1} `), document.createTextNode(`${frames[k]}\n`));
+          pre.append(f);
+        });
+        pre.dataset.userFrames = String(nUser);
+      }
       col.append(head, pre);
       grid.append(col);
     }
@@ -283,4 +355,27 @@ function sectionOf(key) {
 function shortKey(key) {
   const m = /\.(input|output|parameters_grad|parameters)(\.|$)/.exec(key);
   return m ? key.slice(m.index + 1) : key;
+}
+
+/**
+ * Is a stack frame (`File <path>, line N, in f, ...`) library code: a package under site-packages or
+ * dist-packages (torch, transformers, megatron installed as a package, ...), the Python standard
+ * library, or torch itself wherever it lives?
+ * @param {string} frame
+ */
+export function isLibraryFrame(frame) {
+  const m = /^\s*File\s+"?([^",]+)"?,/.exec(frame);
+  const file = (m ? m[1] : frame).replace(/\\/g, '/');
+  return /\/(site|dist)-packages\//.test(file) || /\/lib\/python\d+(\.\d+)?\/(?!site-packages)/.test(file)
+    || /(^|\/)torch(_npu)?\//.test(file) || file.startsWith('<');
+}
+
+/**
+ * The display order of a stack: the user's frames, then the library's, each in stored order.
+ * @param {string[]} frames
+ * @returns {number[]} indexes into frames
+ */
+export function stackOrder(frames) {
+  const idx = frames.map((_, k) => k);
+  return [...idx.filter((k) => !isLibraryFrame(frames[k])), ...idx.filter((k) => isLibraryFrame(frames[k]))];
 }

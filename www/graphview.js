@@ -1,7 +1,7 @@
 // @ts-check
 // Canvas 2D view of one pane: nested boxes, culling, level of detail, pan/zoom/fit, hit testing.
 import { L } from './tree.js';
-import { OVERFLOW_COLORS, darker } from './colors.js';
+import { OVERFLOW_COLORS, darker, isHatched, hatchPattern } from './colors.js';
 
 const SELECT_COLOR = '#1f3fcf';
 const PEER_COLOR = '#e07b00';
@@ -43,6 +43,10 @@ export class GraphView {
     this.dpr = 1;
     /** statistics of the last frame (for tests and the perf check) */
     this.stats = { drawn: 0, ms: 0 };
+    /** @type {boolean[]} */
+    this.hatched = [];
+    /** @type {CanvasPattern | null} */
+    this.hatch = null;
     this.installInput();
     new ResizeObserver(() => this.resize()).observe(canvas);
   }
@@ -52,6 +56,8 @@ export class GraphView {
     this.model = model;
     this.bins = bins;
     this.strokes = bins.map((b) => darker(b.color));
+    /** classes drawn hatched ("no precision index" in a compare, white like msprobe's "pass") */
+    this.hatched = bins.map((_, k) => isHatched(bins, k));
     this.selected = -1;
     this.peer = -1;
     this.pick = -1;
@@ -297,12 +303,48 @@ export class GraphView {
     if (this.afterDraw) this.afterDraw();
   }
 
+  /**
+   * Draws a whole laid-out tree (not just the pane's viewport) onto ctx at `scale` CSS px per world
+   * unit, with a margin of `pad` world units, without the selection outlines: the PNG export.
+   * The pane's own state is restored afterwards (nothing is drawn on the pane in between).
+   * @param {CanvasRenderingContext2D} ctx
+   * @param {import('./tree.js').TreeModel} model
+   * @param {number} scale
+   * @param {number} pad
+   */
+  renderTo(ctx, model, scale, pad) {
+    const keep = {
+      ctx: this.ctx, model: this.model, scale: this.scale, tx: this.tx, ty: this.ty, cssW: this.cssW, cssH: this.cssH,
+      dpr: this.dpr, selected: this.selected, peer: this.peer, pick: this.pick, afterDraw: this.afterDraw,
+      hatch: this.hatch, stats: { ...this.stats },
+    };
+    model.layout(0);
+    try {
+      Object.assign(this, {
+        ctx, model, scale: 1, tx: pad, ty: pad, cssW: model.w[0] + 2 * pad, cssH: model.h[0] + 2 * pad,
+        dpr: scale, selected: -1, peer: -1, pick: -1, afterDraw: null, hatch: null,
+      });
+      this.draw();
+    } finally {
+      Object.assign(this, keep);
+      this.curFill = '';
+      this.curStroke = '';
+    }
+  }
+
   /** Sets the fill colour only when it changes (parsing colour strings is a large part of a frame). @param {string} c */
   fillStyle(c) {
     if (c !== this.curFill) {
       this.ctx.fillStyle = c;
       this.curFill = c;
     }
+  }
+
+  /** Fills with the hatch of "no precision index" on colour c. @param {string} c */
+  fillHatch(c) {
+    if (!this.hatch) this.hatch = hatchPattern(this.ctx, c);
+    this.ctx.fillStyle = this.hatch;
+    this.curFill = '';
   }
 
   /** @param {string} c */
@@ -340,13 +382,16 @@ export class GraphView {
       return;
     }
     const hh = Math.min(L.rowH * s, sh);
+    const hatched = this.hatched[m.cls[i]];
     if (open) {
       this.fillStyle(m.depth[i] % 2 ? '#ffffff' : '#fbfbfc');
       ctx.fillRect(sx, sy, sw, sh);
-      this.fillStyle(fill);
+      if (hatched) this.fillHatch(fill);
+      else this.fillStyle(fill);
       ctx.fillRect(sx, sy, sw, hh);
     } else {
-      this.fillStyle(fill);
+      if (hatched) this.fillHatch(fill);
+      else this.fillStyle(fill);
       if (!m.hasChildren(i) && sh > 6) roundRect(ctx, sx, sy, sw, sh, Math.min(sh / 2, 8 * s));
       else ctx.fillRect(sx, sy, sw, sh);
     }

@@ -34,6 +34,12 @@ export const ZH = {
   'undo / redo a match or unmatch': '撤销 / 重做匹配或取消匹配',
   'search node names': '搜索节点名称',
   'this help': '本帮助',
+  'Demo: a tiny Qwen2.5 run as Megatron (NPU, left) vs Hugging Face (Bench, right). To compare your own runs, choose a dump folder per side (Folder… or drop it on the card); nothing is uploaded.':
+    '演示：一个小型 Qwen2.5，Megatron（NPU，左）对比 Hugging Face（标杆，右）。要比对你自己的运行，请为每侧选择一个 dump 文件夹（“文件夹…”或拖放到卡片上）；数据不会上传。',
+  'Hide this line': '隐藏此行',
+  'library frames': '库代码的栈帧',
+  'in the search: next / previous hit': '在搜索框中：下一个 / 上一个结果',
+  'close this help; leave the search box or the mapping editor': '关闭本帮助；离开搜索框或映射编辑器',
   // inputs
   Inputs: '输入',
   'Debug / NPU': '调试侧 / NPU',
@@ -131,6 +137,7 @@ export const ZH = {
   'unmatched node': '未匹配节点',
   unmatched: '未匹配',
   'no precision index': '无精度指标',
+  'matched, but no statistics to compare (or a build graph)': '已匹配，但没有可比较的统计量（或为构图）',
   'overflow {level}': '溢出 {level}',
   'overflow {level}: {n} NPU nodes, {b} Bench nodes': '溢出 {level}：{n} 个 NPU 节点，{b} 个标杆侧节点',
   '{n} nodes (build graph)': '{n} 个节点（构图）',
@@ -199,8 +206,20 @@ export const ZH = {
   '{file}: none of its {n} pair(s) name nodes of this result.': '{file}：其中 {n} 对均不对应本结果中的节点。',
   'Applied {ok} pair(s) from {file}; {bad} not found.': '已应用 {file} 中的 {ok} 对；{bad} 对未找到。',
   Export: '导出',
-  'PNG: NPU pane': 'PNG：NPU 窗格',
-  'PNG: Bench pane': 'PNG：标杆侧窗格',
+  'PNG: NPU': 'PNG：NPU',
+  'PNG: Bench': 'PNG：标杆侧',
+  'SVG: NPU': 'SVG：NPU',
+  'SVG: Bench': 'SVG：标杆侧',
+  scale: '缩放',
+  'Scale of the PNG (device pixels per CSS pixel)': 'PNG 的缩放倍数（每个 CSS 像素对应的设备像素）',
+  'PNG scale': 'PNG 缩放',
+  'What to export of the graph': '导出图的范围',
+  'expanded part': '已展开部分',
+  'every node expanded': '全部展开',
+  'The whole graph as laid out, not only the visible part of the pane': '按布局导出整张图，而不只是窗格中可见的部分',
+  'PNG {w}×{h} px at {s}×': 'PNG {w}×{h} 像素，{s}×',
+  "(reduced from {s}× to stay within the browser's canvas limits)": '（为不超出浏览器的画布上限，已从 {s}× 缩小）',
+  'SVG of {n} boxes': 'SVG，共 {n} 个框',
   'CSV: selected node': 'CSV：选中节点',
   'CSV: all tensors': 'CSV：全部张量',
   "msprobe's compare table: every compared tensor of this result": 'msprobe 比对表：本结果中所有比对过的张量',
@@ -291,6 +310,63 @@ export const ZH = {
   'Fuzzy match (-fm) is on: like msprobe, it ignores the layer mapping.': '模糊匹配（-fm）已开启：与 msprobe 一样，它会忽略层映射。',
   'check the mapping editor now (it also checks 300 ms after typing)': '立即检查映射编辑器（输入停止 300 ms 后也会检查）',
 };
+
+/**
+ * msprobe's own Chinese texts carried by a result (the legend's descriptions, `tb_config.node_colors`;
+ * the metric tool tips, `tb_config.tool_tip`) → English. The stored texts never change; the English
+ * UI shows these, the Chinese UI msprobe's text.
+ * @type {Record<string, string>}
+ */
+export const MSPROBE_EN = {
+  '此节点所有输入输出的统计量误差, 颜色越深代表调试侧与标杆侧的偏差越大':
+    'Error of the statistics of all inputs and outputs of this node; the darker the colour, the larger the deviation between the debug side and the bench side',
+  '此节点所有输入输出的 tensor 误差, 颜色越深代表调试侧与标杆侧的偏差越大':
+    'Tensor error of all inputs and outputs of this node; the darker the colour, the larger the deviation between the debug side and the bench side',
+  '与标杆相比, 此节点任意输入输出的md5值不同': 'Compared with the bench, the md5 of some input or output of this node differs',
+  '与标杆相比, 此节点所有输入输出的md5值相同': 'Compared with the bench, the md5 of every input and output of this node is the same',
+  '比对过程中节点未匹配上': 'The node was not matched in the comparison',
+  '对比过程中节点未匹配上': 'The node was not matched in the comparison',
+  '此节点所有输入输出的统计量相对误差, 值越大代表测量值与标杆值的偏差越大, 相对误差计算方式:|(测量值-标杆值)/标杆值|':
+    'Relative error of the statistics of all inputs and outputs of this node; the larger the value, the larger the deviation from the bench; relative error = |(measured − bench) / bench|',
+  '此节点所有输入输出的统计量相对误差，值越大代表测量值与标杆值的偏差越大，相对误差计算方式：|(测量值-标杆值)/标杆值|':
+    'Relative error of the statistics of all inputs and outputs of this node; the larger the value, the larger the deviation from the bench; relative error = |(measured − bench) / bench|',
+  'NPU与标杆API统计信息比对，最大值的差值': 'NPU vs bench statistics: difference of the maximums',
+  'NPU与标杆API统计信息比对，最小值的差值': 'NPU vs bench statistics: difference of the minimums',
+  'NPU与标杆API统计信息比对，平均值的差值': 'NPU vs bench statistics: difference of the means',
+  'NPU与标杆API统计信息比对，2范数（平方根）的差值': 'NPU vs bench statistics: difference of the L2 norms (square root)',
+  '数据MD5信息，用于比较两个数据信息是否完全一致': 'MD5 of the data, to tell whether the two are exactly the same',
+  'Tensor中的元素逐个与对应的标杆数据对比，相对误差小于千分之一的比例占总元素个数的比例，比例越接近1越好':
+    'Share of the tensor\'s elements whose relative error against the bench is below one thousandth; the closer to 1 the better',
+  'Tensor中的元素逐个与对应的标杆数据对比，相对误差小于千分之五的比例占总元素个数的比例，比例越接近1越好':
+    'Share of the tensor\'s elements whose relative error against the bench is below five thousandths; the closer to 1 the better',
+  '通过计算两个向量的余弦值来判断其相似度，数值越接近于1说明计算出的两个张量越相似，实际可接受阈值为大于0.99。在计算中可能会存在nan，主要由于可能会出现其中一个向量为0':
+    'Cosine similarity of the two tensors: the closer to 1, the more alike; acceptable above 0.99. It can be nan, mostly when one of them is all zeros',
+  '当最大绝对误差越接近0表示其计算的误差越小，实际可接受阈值为小于0.001':
+    'The closer the maximum absolute error is to 0, the smaller the error; acceptable below 0.001',
+  '当最大相对误差越接近0表示其计算的误差越小。当dump数据中存在0或Nan时，比对结果中最大相对误差则出现inf或Nan的情况，属于正常现象':
+    'The closer the maximum relative error is to 0, the smaller the error. With zeros or NaN in the dump it is inf or NaN, which is normal',
+};
+
+/** Texts of msprobe that start with a known sentence and go on with another text (legacy real-data legend). */
+const MSPROBE_EN_PREFIX = /** @type {[string, string][]} */ ([
+  [
+    '此节点所有输入的最小双千分之一和所有输出的最小双千分之一的差值的绝对值',
+    'Absolute difference between the smallest one-thousandth error ratio of all inputs and that of all outputs of this node (how the metric changes); the larger the value, the larger the deviation from the bench',
+  ],
+]);
+
+/**
+ * A text of msprobe (Chinese) in the current language: English in the English UI when known, else as
+ * msprobe wrote it; the probelens texts (English keys) are translated as by t().
+ * @param {string} text
+ */
+export function msprobeText(text) {
+  if (current === 'zh') return ZH[text] ?? text;
+  const en = MSPROBE_EN[text];
+  if (en) return en;
+  for (const [zh, e] of MSPROBE_EN_PREFIX) if (text.startsWith(zh)) return e;
+  return text;
+}
 
 /**
  * The language to start with: the remembered choice, else the browser's.

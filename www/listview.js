@@ -1,6 +1,7 @@
 // @ts-check
 // A virtualised list of nodes (search hits, filter results, manual pairs) with a count and
 // previous/next buttons: only the rows in view exist in the DOM.
+import { fitText, fontOf } from './elide.js';
 
 const LIST_ROW_H = 20;
 const LIST_OVERSCAN = 6;
@@ -56,6 +57,8 @@ export class NodeList {
     box.append(bar, this.el);
     /** @type {HTMLElement[]} */
     this.pool = [];
+    /** CSS font of the labels (read once) */
+    this.font = '';
     this.el.addEventListener('scroll', () => this.render(), { passive: true });
     this.el.addEventListener('click', (e) => {
       const row = /** @type {HTMLElement | null} */ (/** @type {HTMLElement} */ (e.target).closest('[role=option]'));
@@ -76,8 +79,18 @@ export class NodeList {
     this.setItems(new Int32Array(0));
   }
 
-  /** @param {Int32Array} items */
+  /**
+   * Shows a new list. The same items again (a search re-run on Enter, a refresh) keep the current
+   * entry and the scroll position, so "next" steps on from it instead of starting over.
+   * @param {Int32Array} items
+   */
   setItems(items) {
+    if (sameItems(this.items, items)) {
+      this.items = items;
+      this.updateCount();
+      this.render();
+      return;
+    }
     this.items = items;
     this.pos = -1;
     this.spacer.style.height = `${items.length * LIST_ROW_H}px`;
@@ -123,6 +136,8 @@ export class NodeList {
   render() {
     const items = this.items;
     const h = this.el.clientHeight || 200;
+    // Room for a label: the row less its padding and the swatch (see .nrow in style.css).
+    const rowW = this.el.clientWidth - 10;
     const first = Math.max(0, Math.floor(this.el.scrollTop / LIST_ROW_H) - LIST_OVERSCAN);
     const last = Math.min(items.length, Math.ceil((this.el.scrollTop + h) / LIST_ROW_H) + LIST_OVERSCAN);
     const need = last - first;
@@ -156,8 +171,18 @@ export class NodeList {
       const c = this.src.color ? this.src.color(i) : '';
       sw.hidden = !c;
       sw.style.background = c;
-      lab.textContent = this.src.label(i);
-      row.title = this.src.title ? this.src.title(i) : lab.textContent;
+      // Long names are elided in the middle (they differ at the end); the title has the full name.
+      const text = this.src.label(i);
+      if (!this.font) this.font = fontOf(lab);
+      lab.textContent = fitText(text, rowW - (c ? 16 : 0), this.font);
+      row.title = this.src.title ? this.src.title(i) : text;
     }
   }
+}
+
+/** @param {Int32Array} a @param {Int32Array} b */
+function sameItems(a, b) {
+  if (a.length !== b.length || !a.length) return false;
+  for (let k = 0; k < a.length; k++) if (a[k] !== b[k]) return false;
+  return true;
 }

@@ -1,5 +1,7 @@
 // @ts-check
 // Accessible, virtualised outline of one pane (role=tree): only the rows in view exist in the DOM.
+import { fitText, fontOf } from './elide.js';
+import { swatchBackground } from './colors.js';
 
 const ROW_H = 22;
 const OVERSCAN = 8;
@@ -32,6 +34,8 @@ export class Outline {
     el.append(this.spacer);
     /** @type {HTMLElement[]} */
     this.pool = [];
+    /** CSS font of the labels (read once) */
+    this.font = '';
     el.addEventListener('scroll', () => this.render(), { passive: true });
     el.addEventListener('keydown', (e) => this.onKey(e));
     el.addEventListener('click', (e) => {
@@ -96,7 +100,9 @@ export class Outline {
     const r = this.rowOf(i);
     if (r < 0) return;
     const top = r * ROW_H;
-    const h = this.el.clientHeight;
+    // The box's height can be fractional (clientHeight rounds it): a row placed at the bottom edge by
+    // clientHeight alone can be cut by a fraction of a pixel, and clicking it scrolls again. Keep 2 px.
+    const h = Math.floor(this.el.getBoundingClientRect().height) - 2;
     if (top < this.el.scrollTop) this.el.scrollTop = top;
     else if (top + ROW_H > this.el.scrollTop + h) this.el.scrollTop = top + ROW_H - h;
     this.render();
@@ -106,6 +112,8 @@ export class Outline {
     const m = this.model;
     const rows = this.rows;
     const h = this.el.clientHeight || 400;
+    // Room for a label: the row less its indent, twisty, swatch, gaps and right padding (.orow).
+    const rowW = this.el.clientWidth - 12 - 4 - 12 - 4 - 6;
     const first = Math.max(0, Math.floor(this.el.scrollTop / ROW_H) - OVERSCAN);
     const last = Math.min(rows.length, Math.ceil((this.el.scrollTop + h) / ROW_H) + OVERSCAN);
     const need = m ? last - first : 0;
@@ -157,8 +165,11 @@ export class Outline {
       row.style.paddingLeft = `${4 + m.depth[i] * 14}px`;
       const [tw, sw, lab, badge] = /** @type {HTMLElement[]} */ (Array.from(row.children));
       tw.textContent = expandable ? (m.expanded[i] ? '▾' : '▸') : '';
-      sw.style.background = bin ? bin.color : '#fff';
-      lab.textContent = m.label(i);
+      sw.style.background = swatchBackground(this.bins, m.cls[i]);
+      // Deep rows have little room: labels are elided in the middle (the title has the full name).
+      if (!this.font) this.font = fontOf(lab);
+      const ovW = m.g.overflow[i] ? 4 + 6 + 6 * m.g.overflow[i].length : 0;
+      lab.textContent = fitText(m.label(i), rowW - (4 + m.depth[i] * 14) - ovW, this.font);
       row.title = m.g.names[i];
       const ov = m.g.overflow[i];
       badge.textContent = ov ? ov : '';

@@ -1,6 +1,7 @@
 // @ts-check
 // Per-pane tree model: children index, expand state, labels and the lazily computed box layout.
 // Shared by the canvas view (graphview.js) and the outline (outline.js) of one pane.
+import { elideMiddle } from './elide.js';
 
 /** World-unit layout constants (1 unit = 1 CSS pixel at zoom 1). */
 export const L = Object.freeze({
@@ -346,15 +347,7 @@ export class TreeModel {
   }
 }
 
-/** @param {string} s @param {number} maxW */
+/** A label elided in the middle to maxW (names differ at their end). @param {string} s @param {number} maxW */
 function truncate(s, maxW) {
-  if (maxW <= 0) return '';
-  let lo = 0;
-  let hi = s.length;
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1;
-    if (measure(s.slice(0, mid) + '…') <= maxW) lo = mid;
-    else hi = mid - 1;
-  }
-  return s.slice(0, lo) + '…';
+  return maxW <= 0 ? '' : elideMiddle(s, maxW, measure);
 }

@@ -21,6 +21,12 @@
 //! layer of that class maps today, or break a pair already handled; then the key is the parent's
 //! exact path (a scoped key, see `mappings/README.md`).
 //!
+//! The rules found pair by pair are then made a set to keep ([`simplify`]): no rule twice, one
+//! class rule (or one `*` pattern) instead of per-layer scoped rules that all say the same, and no
+//! rule the pairs do not need. The merged text marks what was added: one comment over the keys
+//! appended at the end, counting their rules, and a trailing comment on each rule put into a key the
+//! yaml already had.
+//!
 //! The report checks every pair with the matching a run with the merged yaml does (msprobe's
 //! `mapping_match`): the mapped Bench name for a dump.json entry, the node's own name for the
 //! others (construct.json-only nodes, such as the APIs of a `mix` dump with no data). What the
@@ -153,8 +159,8 @@ fn needed_rule(
     Some((w.n_path[..npu].to_vec(), src, dst))
 }
 
-/// Whether adding the class rule changes where another layer of the class maps today (to a
-/// scope that exists on the Bench side).
+/// Whether adding the class rule changes where another layer of the class (not one of `parents`)
+/// maps today (to a scope that exists on the Bench side).
 fn changes_others(
     n_tree: &ScopeTree,
     b_tree: &ScopeTree,
@@ -162,10 +168,10 @@ fn changes_others(
     after: &LayerMapping,
     class: &str,
     src: &str,
-    parent: &[String],
+    parents: &[Vec<String>],
 ) -> bool {
     for other in n_tree.paths_with(class, src) {
-        if other == parent {
+        if parents.contains(&other) {
             continue;
         }
         let mut path = other.clone();
@@ -194,6 +200,7 @@ pub fn export_mapping(
     pairs: &[(String, String)],
 ) -> Result<Exported> {
     let mut lm = current_mapping(current_yaml)?;
+    let base = lm.clone();
     let side_err = |d: &RankDump, why: String| {
         Error::input(
             &d.names.dump,
@@ -204,6 +211,7 @@ pub fn export_mapping(
     let b_tree = ScopeTree::build(bench).map_err(|w| side_err(bench, w))?;
     let (refused, wants) = wanted(pairs, &n_tree, &b_tree);
     let added = find_rules(&n_tree, &b_tree, &mut lm, &wants);
+    let added = simplify(&n_tree, &b_tree, &base, &wants, added);
     let yaml = merge_yaml(current_yaml, &added)?;
     let check = LayerMapping::parse(MAPPING_FILE, &yaml)?;
     let (reproduced, missed) =
@@ -366,7 +374,15 @@ fn rule_for(
             }
             if !scoped
                 && (lm.class_rule(&class, &src).is_some_and(|d| d != dst)
-                    || changes_others(n_tree, b_tree, lm, &trial, &class, &src, &parent))
+                    || changes_others(
+                        n_tree,
+                        b_tree,
+                        lm,
+                        &trial,
+                        &class,
+                        &src,
+                        std::slice::from_ref(&parent),
+                    ))
             {
                 continue;
             }
@@ -453,6 +469,142 @@ fn check_pairs(
     Ok((reproduced_all, missed))
 }
 
+/// `base` with the rules added, in order.
+fn with_rules(base: &LayerMapping, rules: &[AddedRule]) -> LayerMapping {
+    let mut lm = base.clone();
+    for r in rules {
+        lm.add_rule(&r.key, &r.src, &r.dst);
+    }
+    lm
+}
+
+/// The parent path and class of a scoped key the export wrote (`<parent path>.<Class>`).
+fn scoped_parts(key: &str) -> Option<(Vec<String>, &str)> {
+    if !is_scoped_key(key) {
+        return None;
+    }
+    let (path, class) = key.rsplit_once('.')?;
+    Some((path.split('.').map(str::to_string).collect(), class))
+}
+
+/// Makes the rules found pair by pair a set to keep: no rule twice (nor one the yaml already
+/// has), one class rule instead of per-layer scoped rules wherever it reproduces the same pairs
+/// without changing where another layer of the class maps (else, when the class key is taken by
+/// another rule, one scoped key with `*` for the segments where the layers' paths differ), and no
+/// rule that can be removed without losing a pair (until none can). "The pairs" are the wants reproduced with every rule
+/// found, as the rules were chosen.
+fn simplify(
+    n_tree: &ScopeTree,
+    b_tree: &ScopeTree,
+    base: &LayerMapping,
+    wants: &[Want],
+    found: Vec<AddedRule>,
+) -> Vec<AddedRule> {
+    let mut added: Vec<AddedRule> = Vec::with_capacity(found.len());
+    for r in found {
+        let known =
+            !is_scoped_key(&r.key) && base.class_rule(&r.key, &r.src) == Some(r.dst.as_str());
+        if !known && !added.contains(&r) {
+            added.push(r);
+        }
+    }
+    let all = with_rules(base, &added);
+    let keep: Vec<usize> = (0..wants.len())
+        .filter(|&i| reproduced(n_tree, &all, &wants[i]))
+        .collect();
+    let holds = |rules: &[AddedRule]| {
+        let lm = with_rules(base, rules);
+        keep.iter().all(|&i| reproduced(n_tree, &lm, &wants[i]))
+    };
+
+    // Per-layer scoped rules of one class with the same source and destination → one class rule.
+    let mut groups: Vec<(String, String, String)> = Vec::new();
+    for r in &added {
+        if let Some((_, class)) = scoped_parts(&r.key) {
+            let g = (class.to_string(), r.src.clone(), r.dst.clone());
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+    }
+    for (class, src, dst) in groups {
+        let member = |r: &AddedRule| {
+            r.src == src && r.dst == dst && scoped_parts(&r.key).is_some_and(|(_, c)| c == class)
+        };
+        let Some(first) = added.iter().position(&member) else {
+            continue;
+        };
+        let parents: Vec<Vec<String>> = added
+            .iter()
+            .filter(|r| member(r))
+            .filter_map(|r| scoped_parts(&r.key).map(|(p, _)| p))
+            .collect();
+        // The class key, unless it contradicts a rule of the class; else, for several layers at
+        // paths of one length, one scoped key with `*` where their paths differ
+        // (`model.text_decoder.layers.*.TransformerLayer`).
+        let mut keys: Vec<String> = Vec::new();
+        let contradicts = base.class_rule(&class, &src).is_some_and(|d| d != dst)
+            || added
+                .iter()
+                .any(|r| r.key == class && r.src == src && r.dst != dst);
+        if !contradicts {
+            keys.push(class.clone());
+        }
+        if parents.len() > 1 && parents.iter().all(|p| p.len() == parents[0].len()) {
+            let segs: Vec<&str> = (0..parents[0].len())
+                .map(|k| {
+                    if parents.iter().all(|p| p[k] == parents[0][k]) {
+                        parents[0][k].as_str()
+                    } else {
+                        "*"
+                    }
+                })
+                .collect();
+            keys.push(format!("{}.{class}", segs.join(".")));
+        }
+        let mut without: Vec<AddedRule> = added.clone();
+        without.retain(|r| !member(r));
+        let before = with_rules(base, &without);
+        for key in keys {
+            let rule = AddedRule {
+                key,
+                src: src.clone(),
+                dst: dst.clone(),
+            };
+            let mut trial = without.clone();
+            if !trial.contains(&rule) {
+                let at = added[..first].iter().filter(|r| !member(r)).count();
+                trial.insert(at, rule);
+            }
+            let after = with_rules(base, &trial);
+            if !changes_others(n_tree, b_tree, &before, &after, &class, &src, &parents)
+                && holds(&trial)
+            {
+                added = trial;
+                break;
+            }
+        }
+    }
+
+    // No rule that can go: passes from the last rule to the first, dropping each one the pairs do
+    // not need, until a pass drops none.
+    loop {
+        let mut dropped = false;
+        for k in (0..added.len()).rev() {
+            let mut trial = added.clone();
+            trial.remove(k);
+            if holds(&trial) {
+                added = trial;
+                dropped = true;
+            }
+        }
+        if !dropped {
+            break;
+        }
+    }
+    added
+}
+
 /// A yaml scalar for a key or value: plain when that reads back as the same string, else quoted.
 fn scalar(s: &str) -> String {
     let plain = !s.is_empty()
@@ -516,9 +668,14 @@ fn top_key(line: &str) -> Option<(String, &str)> {
     Some((key, rest))
 }
 
+/// The comment that marks what the export added.
+const MARK: &str = "# added by probelens";
+
 /// Appends the added rules to the yaml text: into an existing block key (`TopLayer` goes into a
 /// `Cell` block when there is one, since msprobe reads `Cell` as `TopLayer` and drops `TopLayer`),
-/// else as new keys at the end.
+/// each such line marked with a trailing `# added by probelens`, else as new keys at the end, under
+/// one `# added by probelens ...` comment that counts exactly the rules below it. Every added rule
+/// is thus marked, and nothing else is.
 fn merge_yaml(text: &str, added: &[AddedRule]) -> Result<String> {
     if added.is_empty() {
         return Ok(text.to_string());
@@ -536,6 +693,8 @@ fn merge_yaml(text: &str, added: &[AddedRule]) -> Result<String> {
         .iter()
         .any(|l| top_key(l).is_some_and(|(k, rest)| k == "Cell" && rest_is_block(rest)));
     let mut appended: Vec<String> = Vec::new();
+    let mut below = 0usize;
+    let mut inline = 0usize;
     for (key, rules) in groups {
         let target = if key == "TopLayer" && has_cell {
             "Cell"
@@ -566,9 +725,10 @@ fn merge_yaml(text: &str, added: &[AddedRule]) -> Result<String> {
                     }
                     end += 1;
                 }
+                inline += rules.len();
                 let new: Vec<String> = rules
                     .iter()
-                    .map(|r| format!("{indent}{}: {}", scalar(&r.src), scalar(&r.dst)))
+                    .map(|r| format!("{indent}{}: {}  {MARK}", scalar(&r.src), scalar(&r.dst)))
                     .collect();
                 lines.splice(last_content + 1..last_content + 1, new);
             }
@@ -579,6 +739,7 @@ fn merge_yaml(text: &str, added: &[AddedRule]) -> Result<String> {
                 ));
             }
             None => {
+                below += rules.len();
                 appended.push(format!("{}:", scalar(&key)));
                 for r in rules {
                     appended.push(format!("  {}: {}", scalar(&r.src), scalar(&r.dst)));
@@ -590,10 +751,15 @@ fn merge_yaml(text: &str, added: &[AddedRule]) -> Result<String> {
         if lines.last().is_some_and(|l| !l.trim().is_empty()) {
             lines.push(String::new());
         }
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        let more = if inline > 0 {
+            format!("; {inline} more in the keys above, each marked `{MARK}`",)
+        } else {
+            String::new()
+        };
         lines.push(format!(
-            "# added by probelens from matched pairs ({} rule{})",
-            added.len(),
-            if added.len() == 1 { "" } else { "s" }
+            "{MARK} from matched pairs: the {below} rule{} below{more}",
+            plural(below)
         ));
         lines.extend(appended);
     }
@@ -660,7 +826,7 @@ mod tests {
         let out = merge_yaml(text, &added).unwrap();
         assert_eq!(
             out,
-            "# header\nTopLayer:\n  0.module: module   # wrapper\n  x: '0'\n\n# next\nGPT:\n    a: b\n    c: d\n\n# added by probelens from matched pairs (3 rules)\nMLP:\n  linear_fc1: up_proj\n"
+            "# header\nTopLayer:\n  0.module: module   # wrapper\n  x: '0'  # added by probelens\n\n# next\nGPT:\n    a: b\n    c: d  # added by probelens\n\n# added by probelens from matched pairs: the 1 rule below; 2 more in the keys above, each marked `# added by probelens`\nMLP:\n  linear_fc1: up_proj\n"
         );
         let m = LayerMapping::parse("m.yaml", &out).unwrap();
         assert!(m.invalid.is_none());
@@ -668,7 +834,7 @@ mod tests {
         assert_eq!(m.class_rule("TopLayer", "x"), Some("0"));
         // Cell is msprobe's old name of TopLayer: its block takes the root rules.
         let out = merge_yaml("Cell:\n  a: b\n", &added[2..]).unwrap();
-        assert_eq!(out, "Cell:\n  a: b\n  x: '0'\n");
+        assert_eq!(out, "Cell:\n  a: b\n  x: '0'  # added by probelens\n");
         assert!(merge_yaml("GPT: {a: b}\n", &added[..1]).is_err());
     }
 }

@@ -237,8 +237,9 @@ fn cli_pairs(yaml: &str, step: i64) -> std::collections::BTreeMap<String, String
 /// (construct.json-only APIs of a `mix` dump) by their own name. And API and parameter-gradient
 /// pairs gave no rules. The report must say what a re-run matches, and every accepted pair of
 /// this fixture can be expressed.
-#[test]
-fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
+/// The demo's step 0 run without a mapping after *Accept all* (as the page does it), and the pairs
+/// the accept made: every NPU node whose partner it changed to a node, by NPU id.
+fn accepted_pairs() -> (PairResult, Vec<(String, String)>) {
     let (n, b) = (Dir(case().join("npu")), Dir(case().join("bench")));
     let plan = run::plan(&n, Some(&b)).unwrap();
     let p = &plan.pairs[0];
@@ -250,7 +251,6 @@ fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
         &RunOptions::default(),
     )
     .unwrap();
-    // The page's pairs: every NPU node whose partner the accept changed to a node, by NPU id.
     let partners = |r: &PairResult| -> Vec<Option<u32>> {
         r.npu
             .graph
@@ -281,6 +281,12 @@ fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
         .collect();
     accepted.sort();
     let pairs: Vec<(String, String)> = accepted.into_iter().map(|(_, n, b)| (n, b)).collect();
+    (res, pairs)
+}
+
+#[test]
+fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
+    let (res, pairs) = accepted_pairs();
     assert!(pairs.len() >= 190, "{} accepted pairs", pairs.len());
     assert!(pairs.contains(&(
         "Torch.cat.0.forward".to_string(),
@@ -370,4 +376,138 @@ fn report_of_accepted_suggestions_is_what_a_cli_rerun_matches() {
     for (n, b) in &odd {
         assert_ne!(cli.get(n), Some(b));
     }
+}
+
+/// A yaml with just these rules (keys in order of first appearance, as `merge_yaml` writes them into
+/// an empty text).
+fn yaml_of(rules: &[probelens::mapping::export::AddedRule]) -> String {
+    let mut keys: Vec<&str> = Vec::new();
+    for r in rules {
+        if !keys.contains(&r.key.as_str()) {
+            keys.push(&r.key);
+        }
+    }
+    let q = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let mut out = String::new();
+    for k in keys {
+        out.push_str(&format!("{}:\n", q(k)));
+        for r in rules.iter().filter(|r| r.key == k) {
+            out.push_str(&format!("  {}: {}\n", q(&r.src), q(&r.dst)));
+        }
+    }
+    out
+}
+
+/// Issue 24, item 12: the exported rules are a set to keep. From the demo's accepted suggestions:
+/// no rule twice, no per-layer scoped rules where one class rule reproduces them, no rule a run can
+/// do without (removing any one loses a pair a run with all of them matches), and a comment that
+/// marks exactly the rules added.
+#[test]
+fn exported_rules_are_minimal_without_duplicates_and_exactly_marked() {
+    let (res, pairs) = accepted_pairs();
+    let (nd, bd) = (&res.npu.dump, &res.bench.as_ref().unwrap().dump);
+    let out = export_mapping("", nd, bd, &pairs).unwrap();
+    println!("exported yaml ({} rules):\n{}", out.added.len(), out.yaml);
+    assert!(out.missed.is_empty(), "{:?}", out.missed);
+    assert!(!out.added.is_empty());
+
+    // No duplicates: one rule per (key, source).
+    let mut seen = BTreeSet::new();
+    for r in &out.added {
+        assert!(seen.insert((r.key.clone(), r.src.clone())), "twice: {r:?}");
+    }
+    // A class rule wherever it reproduces per-layer ones: no two scoped rules of one class with the
+    // same source and destination (they differ only in the layer's path).
+    let mut per_class = BTreeSet::new();
+    for r in out
+        .added
+        .iter()
+        .filter(|r| probelens::mapping::is_scoped_key(&r.key))
+    {
+        let class = r.key.rsplit('.').next().unwrap().to_string();
+        assert!(
+            per_class.insert((class, r.src.clone(), r.dst.clone())),
+            "per-layer rules where one class rule would do: {:?}",
+            out.added
+        );
+    }
+
+    // Exactly marked: the rules under the comment (it counts them) are the added rules, in order.
+    let lines: Vec<&str> = out.yaml.lines().collect();
+    let marks: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("added by probelens"))
+        .collect();
+    assert_eq!(marks.len(), 1, "one comment: {marks:?}");
+    let head = lines[marks[0]];
+    assert!(
+        head.starts_with("# added by probelens from matched pairs: the "),
+        "{head}"
+    );
+    let rules_below: Vec<&str> = lines[marks[0] + 1..]
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("  "))
+        .collect();
+    assert!(
+        head.contains(&format!("the {} rule", rules_below.len())),
+        "{head} / {} rules below",
+        rules_below.len()
+    );
+    assert_eq!(rules_below.len(), out.added.len());
+    assert!(
+        lines[..marks[0]].iter().all(|l| l.trim().is_empty()),
+        "nothing above the comment in an export from nothing"
+    );
+
+    // The rules reproduce what the report says, and none can be removed without losing a pair.
+    let with_all = matched(&run_with(0, &yaml_of(&out.added)));
+    let kept: Vec<&(String, String)> = out
+        .reproduced
+        .iter()
+        .filter(|p| with_all.contains(*p))
+        .collect();
+    assert_eq!(
+        kept.len(),
+        out.reproduced.len(),
+        "a run with the rules matches every reported pair"
+    );
+    for k in 0..out.added.len() {
+        let mut fewer = out.added.clone();
+        let gone = fewer.remove(k);
+        let got = matched(&run_with(0, &yaml_of(&fewer)));
+        assert!(
+            out.reproduced.iter().any(|p| !got.contains(p)),
+            "rule {gone:?} can be removed without losing a pair"
+        );
+    }
+}
+
+/// Exporting into a yaml with the key already present: the added rule goes into that block, marked
+/// on its line, and the comment over the appended keys counts only them.
+#[test]
+fn rules_added_to_existing_keys_are_marked_on_their_line() {
+    let full = std::fs::read_to_string(case().join("layer_mapping.yaml")).unwrap();
+    let cut = full.replace("  linear_fc2: down_proj\n", "");
+    assert_ne!(cut, full);
+    let pairs: Vec<(String, String)> = reference_pairs("map", 0, true)
+        .into_iter()
+        .filter(|(n, _)| n.contains(".mlp.linear_fc2"))
+        .collect();
+    assert!(!pairs.is_empty());
+    let (nd, bd) = load(0);
+    let out = export_mapping(&cut, &nd, &bd, &pairs).unwrap();
+    assert!(out.missed.is_empty(), "{:?}", out.missed);
+    assert_eq!(out.added.len(), 1, "{:?}", out.added);
+    assert!(
+        out.yaml.contains(
+            "MLP:\n  linear_fc1: up_proj\n  linear_fc2: down_proj  # added by probelens\n"
+        ),
+        "{}",
+        out.yaml
+    );
+    assert!(
+        !out.yaml.contains("from matched pairs"),
+        "no appended keys, no section comment"
+    );
+    assert_eq!(out.yaml.replace("  # added by probelens", ""), full);
 }

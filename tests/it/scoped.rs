@@ -276,3 +276,184 @@ fn export_writes_a_scoped_key_where_a_class_key_would_conflict() {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A MindSpeed-MM-like pair with several layers per tower: vision blocks and text layers are all
+/// `TransformerLayer`s with a `self_attention`, which the Bench calls `attn` in its vision blocks and
+/// `self_attn` in its text layers; with `wrap`, each Bench text layer also has a `self_attention`
+/// module that holds its `self_attn`.
+fn towers_case(tag: &str, blocks: usize, layers: usize, wrap: bool) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("probelens_towers_{tag}_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let mut npu: Vec<(&str, Option<&str>, f64)> = Vec::new();
+    let mut bench: Vec<(&str, Option<&str>, f64)> = Vec::new();
+    let (m, bm) = ("Module.model.MM.forward.0", "Module.model.MM.forward.0");
+    npu.push((m, None, 1.0));
+    bench.push((bm, None, 1.0));
+    let vis = "Module.model.image_encoder.VisionModel.forward.0";
+    let bvis = "Module.model.visual.Vision.forward.0";
+    npu.push((vis, Some(m), 2.0));
+    bench.push((bvis, Some(bm), 2.0));
+    let mut x = 3.0;
+    for k in 0..blocks {
+        let vl = leak(format!(
+            "Module.model.image_encoder.blocks.{k}.TransformerLayer.forward.0"
+        ));
+        let va = leak(format!(
+            "Module.model.image_encoder.blocks.{k}.self_attention.Attention.forward.0"
+        ));
+        let bvl = leak(format!("Module.model.visual.blocks.{k}.Block.forward.0"));
+        let bva = leak(format!(
+            "Module.model.visual.blocks.{k}.attn.Attention.forward.0"
+        ));
+        npu.extend([(vl, Some(vis), x), (va, Some(vl), x + 1.0)]);
+        bench.extend([(bvl, Some(bvis), x), (bva, Some(bvl), x + 1.0)]);
+        x += 2.0;
+    }
+    let txt = "Module.model.text_decoder.GPT.forward.0";
+    let btxt = "Module.model.language_model.LM.forward.0";
+    npu.push((txt, Some(m), x));
+    bench.push((btxt, Some(bm), x));
+    for k in 0..layers {
+        let tl = leak(format!(
+            "Module.model.text_decoder.layers.{k}.TransformerLayer.forward.0"
+        ));
+        let ta = leak(format!(
+            "Module.model.text_decoder.layers.{k}.self_attention.Attention.forward.0"
+        ));
+        let btl = leak(format!(
+            "Module.model.language_model.layers.{k}.DecoderLayer.forward.0"
+        ));
+        npu.extend([(tl, Some(txt), x + 1.0), (ta, Some(tl), x + 2.0)]);
+        bench.push((btl, Some(btxt), x + 1.0));
+        if wrap {
+            let bw = leak(format!(
+                "Module.model.language_model.layers.{k}.self_attention.Wrap.forward.0"
+            ));
+            let bta = leak(format!("Module.model.language_model.layers.{k}.self_attention.self_attn.Attention.forward.0"));
+            bench.extend([(bw, Some(btl), x + 5.0), (bta, Some(bw), x + 2.0)]);
+        } else {
+            let bta = leak(format!(
+                "Module.model.language_model.layers.{k}.self_attn.Attention.forward.0"
+            ));
+            bench.push((bta, Some(btl), x + 2.0));
+        }
+        x += 3.0;
+    }
+    write_rank(&root.join("npu"), &npu);
+    write_rank(&root.join("bench"), &bench);
+    root
+}
+
+/// The attention pairs of every block and layer of a `towers_case`.
+fn tower_pairs(blocks: usize, layers: usize, wrap: bool) -> Vec<(String, String)> {
+    let mut want = Vec::new();
+    for k in 0..blocks {
+        want.push(p(
+            &format!("Module.model.image_encoder.blocks.{k}.self_attention.Attention.forward.0"),
+            &format!("Module.model.visual.blocks.{k}.attn.Attention.forward.0"),
+        ));
+    }
+    for k in 0..layers {
+        let b = if wrap {
+            format!("Module.model.language_model.layers.{k}.self_attention.self_attn.Attention.forward.0")
+        } else {
+            format!("Module.model.language_model.layers.{k}.self_attn.Attention.forward.0")
+        };
+        want.push(p(
+            &format!("Module.model.text_decoder.layers.{k}.self_attention.Attention.forward.0"),
+            &b,
+        ));
+    }
+    want
+}
+
+/// Exports `want` into `yaml` for a case; checks a run with the merged yaml matches every pair, and
+/// that no added rule can be removed without losing one. Returns the added rules (key, src, dst).
+fn export_checked(
+    root: &Path,
+    yaml: &str,
+    want: &[(String, String)],
+) -> Vec<(String, String, String)> {
+    let (n, b) = (Dir(root.join("npu")), Dir(root.join("bench")));
+    let (nd, bd) = (
+        run::load_rank(&n, "").unwrap(),
+        run::load_rank(&b, "").unwrap(),
+    );
+    let out = export_mapping(yaml, &nd, &bd, want).unwrap();
+    println!("{}", out.yaml);
+    assert!(out.missed.is_empty(), "{:?}", out.missed);
+    let got = pairs(&run(root, &out.yaml));
+    for w in want {
+        assert!(got.contains(w), "{w:?} in {got:?}");
+    }
+    // Minimal: with the yaml and all added rules but one, a run loses a pair.
+    for k in 0..out.added.len() {
+        let mut text = yaml.to_string();
+        let mut keys: Vec<&str> = Vec::new();
+        for (i, r) in out.added.iter().enumerate() {
+            if i != k && !keys.contains(&r.key.as_str()) {
+                keys.push(&r.key);
+            }
+        }
+        for key in keys {
+            text.push_str(&format!("'{key}':\n"));
+            for (i, r) in out.added.iter().enumerate() {
+                if i != k && r.key == key {
+                    text.push_str(&format!("  '{}': '{}'\n", r.src, r.dst));
+                }
+            }
+        }
+        let got = pairs(&run(root, &text));
+        assert!(
+            want.iter().any(|w| !got.contains(w)),
+            "{:?} can be removed",
+            out.added[k]
+        );
+    }
+    out.added
+        .into_iter()
+        .map(|r| (r.key, r.src, r.dst))
+        .collect()
+}
+
+/// Issue 24, item 12: per-layer scoped rules that all say the same become one rule. Text layers
+/// whose class key is taken by the vision blocks' rule get one `*` pattern, not a key per layer.
+#[test]
+fn export_writes_one_pattern_not_a_scoped_key_per_layer() {
+    let root = towers_case("pattern", 2, 3, false);
+    let added = export_checked(&root, TOP, &tower_pairs(2, 3, false));
+    assert_eq!(
+        added,
+        [
+            (
+                "TransformerLayer".to_string(),
+                "self_attention".to_string(),
+                "attn".to_string()
+            ),
+            (
+                "model.text_decoder.layers.*.TransformerLayer".to_string(),
+                "self_attention".to_string(),
+                "self_attn".to_string()
+            ),
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A class rule refused for the first layer (it would change where the next layers map today, to
+/// Bench modules that exist) but right for all of them: one class rule, not a key per layer.
+#[test]
+fn export_writes_a_class_rule_where_it_reproduces_the_per_layer_ones() {
+    let root = towers_case("class", 0, 3, true);
+    let added = export_checked(&root, TOP, &tower_pairs(0, 3, true));
+    assert_eq!(
+        added,
+        [(
+            "TransformerLayer".to_string(),
+            "self_attention".to_string(),
+            "self_attention.self_attn".to_string()
+        )]
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
