@@ -76,7 +76,7 @@ fn inside(run: &Path, step: i64, rank: i64, node: &str, module: &str) -> bool {
     let mut cur = Some(node.to_string());
     for _ in 0..10_000 {
         let Some(n) = cur else { break };
-        if format!(".{n}").contains(&needle) {
+        if format!(".{n}.").contains(&needle) {
             return true;
         }
         cur = parents.get(&n).and_then(|p| p.as_str()).map(str::to_string);
