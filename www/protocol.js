@@ -172,9 +172,13 @@
  * @typedef {{id: number, type: 'exportMapping', yaml: string, pairs: [string, string][]}} ExportMappingRequest
  *   The layer mapping that reproduces `pairs` (NPU name, Bench name), merged into `yaml`
  *   (core `exportMappingReport`); answers {@link MappingExport}.
+ * @typedef {{id: number, type: 'probeRun', options: RunOptions}} ProbeRunRequest
+ *   The matched node counts `{npu, bench}` the current dump session would give with other options
+ *   (the page's template offer), from a throwaway session that adopts both of its sides (nothing is
+ *   read or parsed again) and is freed at once; the shown result is untouched.
  * @typedef {InitRequest | NewSessionRequest | AdoptSideRequest | FileBeginRequest | FileChunkRequest | FileHandlesRequest | CheckRequest | LayoutRequest | RunRequest
  *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest
- *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest} Request
+ *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest | ProbeRunRequest} Request
  */
 
 /**

@@ -306,6 +306,31 @@ async function handle(req) {
       }
       return;
     }
+    case 'probeRun': {
+      const from = current instanceof Session ? current : null;
+      const have = from ? lazy.get(from) : undefined;
+      if (!from || !have) throw new Error('no dump folders loaded');
+      const s = new Session();
+      attachReader(s);
+      try {
+        const mine = /** @type {SessionState} */ (lazy.get(s));
+        for (const side of ['npu', 'bench']) s.adoptSide(from, side);
+        for (const [k, f] of have.handles) mine.handles.set(k, f);
+        const raw = JSON.parse(s.run(JSON.stringify(req.options)));
+        const matched = (/** @type {Side} */ side) => {
+          if (!raw[side]) return 0;
+          const { graph } = decodeColumns(s.columns(side), raw[side].nodes);
+          let n = 0;
+          for (const m of graph.matched) if (m >= 0) n++;
+          return n;
+        };
+        post({ id, type: 'result', value: { npu: matched('npu'), bench: matched('bench') } });
+      } finally {
+        lazy.delete(s);
+        s.free();
+      }
+      return;
+    }
     case 'openVis': {
       post({ id, type: 'progress', stage: STAGES.openVis });
       const bytes = await gunzipIfNeeded(new Uint8Array(req.bytes));
