@@ -8,6 +8,8 @@ import { createManualController, twinName, recursivePlan, runKey, MANUAL_INITIAL
 import { createLayoutController, readLayout, defaultsFor, LAYOUT_DEFAULTS, LAYOUT_KEY } from '../../www/controllers/layout.js';
 import { stackOf, templateFor } from '../../www/controllers/frameworks.js';
 import { classify } from '../../www/colors.js';
+import { parseHash, buildHash, MAX_OPEN } from '../../www/controllers/hash.js';
+import { slotOf, sideOfSlot, errorPlaceOf, parallelOptionsOf } from '../../www/controllers/load.js';
 
 /** A graph of names in pre-order with parents; node type 0 for `Module.` names, else 1. */
 function graph(rows) {
@@ -183,6 +185,20 @@ test('match pairs the backward twin, and says which automatic match it displaced
   assert.match(store.get().matchMsg.text, /Replaced: Torch\.cat\.0\.forward ⇄ Torch\.cat\.0\.forward\./);
 });
 
+test('unmatch removes the twin pair too', async () => {
+  const { store, mc } = setup();
+  mc.setPicks({ npu: 1, bench: 1 });
+  await mc.match(false);
+  await mc.unmatch('bench', 1);
+  const r = store.get().result;
+  assert.equal(r.npu.matched[1], -1);
+  assert.equal(r.npu.matched[2], -1, 'the backward twin is unmatched too');
+  assert.equal(store.get().manual.size, 0);
+  assert.match(store.get().matchMsg.text, /Unmatched, with its twin Module\.a\.Linear\.backward\.0 ⇄ Module\.x\.Linear\.backward\.0/);
+  await mc.undoRedo(false);
+  assert.equal(r.npu.matched[2], 2, 'undo brings both back');
+});
+
 test('a recursive match explains the descendants it could not pair', async () => {
   const { store, mc } = setup();
   mc.setPicks({ npu: 3, bench: 3 });
@@ -300,4 +316,34 @@ test('frameworks: the stacks are recognised from module names and the fitting te
   assert.equal(templateFor(mm, hfvl, all)?.template, 'qwen2.5-vl_mindspeed-mm_to_llamafactory.yaml');
   assert.equal(templateFor(hf, hf, all), null, 'the same stack needs no template');
   assert.equal(templateFor(llm, hf, []), null, 'only bundled templates');
+});
+
+test('hash: the view state round-trips through the URL hash', () => {
+  const h = buildHash({ lang: 'zh', step: '1', rank: '0', micro: 2, sel: { side: 'bench', name: 'Module.a,b.forward.0' }, open: { npu: ['A', 'B'], bench: ['X'] }, all: { bench: true } });
+  assert.deepEqual(parseHash(h), { lang: 'zh', step: 1, rank: 0, micro: 2, sel: { side: 'bench', name: 'Module.a,b.forward.0' }, open: { npu: ['A', 'B'], bench: '*' } });
+  assert.equal(parseHash(''), null);
+  assert.deepEqual(parseHash('#lang=en&step=x&sel=nope:1').step, undefined);
+  assert.equal(parseHash('#lang=en&sel=nope:1').sel, undefined);
+  const many = Array.from({ length: MAX_OPEN + 1 }, (_, k) => `n${k}`);
+  assert.equal(parseHash(buildHash({ lang: 'en', open: { npu: many } })).open.npu, undefined, 'too many names are not written');
+  assert.equal(buildHash({ lang: 'en', micro: -1 }), '#lang=en');
+});
+
+test('load: slots, where a message belongs, the parallel options as the CLI takes them', () => {
+  const alone = { npu: null, bench: { root: 'b' } };
+  assert.equal(slotOf('bench', alone), 'npu', 'a lone Bench folder sits in the npu slot');
+  assert.equal(sideOfSlot('npu', alone), 'bench');
+  assert.equal(slotOf('bench', { npu: { root: 'a' }, bench: { root: 'b' } }), 'bench');
+  const src = { npu: { root: 'npu' }, bench: { root: 'bench' } };
+  assert.equal(errorPlaceOf('npu/dump.json: line 3, column 1: expected value', src, ['npu', 'bench']), 'npu');
+  assert.equal(errorPlaceOf('bench/construct.json: not an object', src, []), 'bench');
+  assert.equal(errorPlaceOf('layer_mapping.yaml: line 2: mapping values are not allowed', src, []), 'mapping');
+  assert.equal(errorPlaceOf('argument --tp: invalid int value: \'x\'', src, []), 'parallel');
+  assert.equal(errorPlaceOf('npu / bench: the two runs have no step in common', src, ['bench']), 'bench');
+  assert.equal(errorPlaceOf('something else', src, []), 'load');
+  assert.deepEqual(parallelOptionsOf({ rankSize: '', tp: '2', pp: '', vpp: '', order: '' }, true, 0, null), {});
+  assert.deepEqual(parallelOptionsOf({ rankSize: '2', tp: '2', pp: '1', vpp: '', order: '' }, true, 0, [0]),
+    { rankSize: [2, 2], tp: [2, 2], pp: [1, 1], vpp: [], order: [], mergedRank: 0 });
+  assert.deepEqual(parallelOptionsOf({ rankSize: '2 4', tp: '2', pp: '1', vpp: '', order: 'tp-dp-pp' }, false, 3, [0]).rankSize, [2, 4]);
+  assert.throws(() => parallelOptionsOf({ rankSize: '2', tp: 'x', pp: '', vpp: '', order: '' }, true, 0, null), /argument --tp: invalid int value: 'x'/);
 });

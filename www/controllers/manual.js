@@ -330,10 +330,41 @@ export function createManualController(store, client, t = (k, p) => k.replace(/\
     return entry;
   }
 
-  /** Removes the match of a node. @param {Side} side @param {number} index */
+  /**
+   * The twin pair of a matched pair `(i, j)` (NPU, Bench): the indexes of their forward/backward twins
+   * when those are matched to each other, else null.
+   * @param {number} i @param {number} j
+   */
+  function twinPair(i, j) {
+    const r = get().result;
+    if (!r || !r.bench || i < 0 || j < 0) return null;
+    const tn = twinName(r.npu.names[i]);
+    const tb = twinName(r.bench.names[j]);
+    if (!tn || !tb) return null;
+    const ti = r.npu.names.indexOf(tn);
+    const tj = r.bench.names.indexOf(tb);
+    return ti >= 0 && tj >= 0 && r.npu.matched[ti] === tj ? [ti, tj] : null;
+  }
+
+  /**
+   * Removes the match of a node, and of its forward/backward twin when the twins are matched to
+   * each other (as Match pairs them together).
+   * @param {Side} side @param {number} index
+   */
   async function unmatch(side, index) {
-    const entry = await userOps([{ op: 'unmatch', side, index }], 'unmatch');
-    if (entry) say(t('Unmatched.'));
+    const r = get().result;
+    const i = side === 'npu' ? index : r?.bench?.matched[index] ?? -1;
+    const j = side === 'npu' ? r?.npu.matched[index] ?? -1 : index;
+    const twin = twinPair(i, j);
+    /** @type {MatchOp[]} */
+    const ops = [{ op: 'unmatch', side, index }];
+    if (twin) ops.push({ op: 'unmatch', side: 'npu', index: twin[0] });
+    const entry = await userOps(ops, 'unmatch');
+    if (entry && r) {
+      say(twin
+        ? t('Unmatched, with its twin {a} ⇄ {b}.', { a: r.npu.names[twin[0]], b: /** @type {import('../protocol.js').Graph} */ (r.bench).names[twin[1]] })
+        : t('Unmatched.'));
+    }
     return entry;
   }
 
