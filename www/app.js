@@ -1641,7 +1641,8 @@ export function startApp(host) {
 
   /** Why manual matching cannot work on the shown result, or null. */
   function matchBlockedReason() {
-    if (S.mode === 'vis') return t('Manual matching works on compared dump folders: this .vis.db / .vis holds only the result, not the dumps its statistics came from. Load the two dump folders to match by hand.');
+    // A .vis.db of statistics or md5: the pair is re-compared from the statistics the file stores.
+    if (S.mode === 'vis') return S.vis?.whyNotMatch ?? null;
     if (S.result && S.result.bench && S.sessionGen !== client.generation) return t('The core was restarted: reload the folders to match by hand.');
     return null;
   }
@@ -1683,6 +1684,8 @@ export function startApp(host) {
     /** @type {HTMLButtonElement} */ ($('undo-btn')).disabled = !ok || !S.history.undo.length;
     /** @type {HTMLButtonElement} */ ($('redo-btn')).disabled = !ok || !S.history.redo.length;
     /** @type {HTMLButtonElement} */ ($('match-save')).disabled = !ok || !S.manual.size;
+    $('match-save-db').hidden = !(S.mode === 'vis' && S.vis?.kind === 'db');
+    /** @type {HTMLButtonElement} */ ($('match-save-db')).disabled = !ok || !S.history.undo.length;
     /** @type {HTMLInputElement} */ ($('match-load')).disabled = !ok;
     for (const id of ['unmatch-btn', 'undo-btn', 'redo-btn', 'match-save']) $(id).title = blocked ?? $(id).dataset.tip ?? '';
     $('match-tool').dataset.manual = String(S.manual.size);
@@ -1809,6 +1812,19 @@ export function startApp(host) {
     return ok;
   }
 
+  /** The opened .vis.db with the manual matches made on it, downloaded (the file itself is not changed). */
+  async function saveVisDb() {
+    if (S.mode !== 'vis' || S.vis?.kind !== 'db') return;
+    try {
+      const { bytes } = await client.request({ type: 'exportVis' });
+      const name = S.vis.name.replace(/\.gz$/, '').replace(/(\.vis)?\.db$/, '') + '.matched.vis.db';
+      download(new Blob([bytes], { type: 'application/vnd.sqlite3' }), name);
+      matchMsg(t('Saved {file} with {n} manual pair(s).', { file: name, n: S.manual.size }));
+    } catch (e) {
+      matchMsg(e instanceof Error ? e.message : String(e), true);
+    }
+  }
+  $('match-save-db').addEventListener('click', () => saveVisDb());
   $('match-btn').addEventListener('click', () => doMatch());
   $('unmatch-btn').addEventListener('click', () => doUnmatch());
   $('undo-btn').addEventListener('click', () => undoRedo(false));

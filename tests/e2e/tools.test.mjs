@@ -574,7 +574,9 @@ describe('page tools', () => {
     await page.evaluate((i) => window.__probelens.select('npu', i), i);
     await waitDetails(page, NPU_LEAF);
     assert.equal(await page.locator('#details-compare tr[data-side="npu"][data-section="input"] td[data-field="Max"]').first().textContent(), '0.32393231987953186');
-    assert.equal(await page.locator('#match-btn').isDisabled(), true, 'no manual matching on a file');
+    // Manual matching works on a .vis.db (state.test.mjs); this pair is already matched in the file.
+    assert.equal(await page.locator('#match-btn').isDisabled(), true, 'the picked pair is already matched');
+    assert.match(await page.textContent('#match-preview'), /already matched/);
     await page.screenshot({ path: path.join(OUT, 'tools-visdb.png') });
     // Back to dump folders: the demo runs through the core again.
     const k = await loads(page);

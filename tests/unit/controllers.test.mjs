@@ -347,3 +347,31 @@ test('load: slots, where a message belongs, the parallel options as the CLI take
   assert.deepEqual(parallelOptionsOf({ rankSize: '2 4', tp: '2', pp: '1', vpp: '', order: 'tp-dp-pp' }, false, 3, [0]).rankSize, [2, 4]);
   assert.throws(() => parallelOptionsOf({ rankSize: '2', tp: 'x', pp: '', vpp: '', order: '' }, true, 0, null), /argument --tp: invalid int value: 'x'/);
 });
+
+test('.vis.db recompare (tb-graph-ascend\'s maths, msprobe\'s column names and number text)', async () => {
+  const { pyFloat, recompareStats } = await import('../../www/visfile.js');
+  assert.deepEqual([0, -8.149072527885437e-10, 4.193218475488332e-05, 1e16, 123.5, 1e-4, 2, NaN, -Infinity].map(pyFloat),
+    ['0.0', '-8.149072527885437e-10', '4.193218475488332e-05', '1e+16', '123.5', '0.0001', '2.0', 'nan', '-inf']);
+  const t = (max, mean, extra = {}) => ({ type: 'torch.Tensor', Max: String(max), Min: '0.0', Mean: String(mean), Norm: '2.0', ...extra });
+  const npuIn = { 'A.forward.0.input.0': t(0.5, -0.0019433940760791302, { Result: 'old', 'Max diff': 'old' }) };
+  const npuOut = { 'A.forward.0.output.0': t(1.5, 1) };
+  const benchIn = { 'B.forward.0.input.0': t(0.5, -0.0019433932611718774) };
+  const benchOut = { 'B.forward.0.output.0': t(1.0, 0) };
+  const c = recompareStats(npuIn, npuOut, benchIn, benchOut, 'summary');
+  const i = c.input['A.forward.0.input.0'];
+  assert.equal(i.Result, undefined, 'the old compare fields are replaced');
+  assert.equal(i['Max diff'], '0.0');
+  assert.equal(i['Mean diff'], '-8.149072527885437e-10');
+  assert.equal(i.MeanRelativeErr, '4.193218475488332e-05%', 'as msprobe writes it for this pair');
+  const o = c.output['A.forward.0.output.0'];
+  assert.equal(o['Max diff'], '0.5');
+  assert.equal(o.MaxRelativeErr, '50.0%');
+  assert.equal(o['Mean diff'], '1.0');
+  assert.equal(o.MeanRelativeErr, '100.0%', 'Bench 0: the difference itself');
+  assert.equal(c.precision, 1, 'min(1, the largest relative error of the outputs)');
+  assert.equal(npuIn['A.forward.0.input.0'].Result, 'old', 'the input is not changed in place');
+  const md5 = recompareStats({ 'a.input.0': { md5: 'x' } }, { 'a.output.0': { md5: 'y' } }, { 'b.input.0': { md5: 'x' } }, { 'b.output.0': { md5: 'y' } }, 'md5');
+  assert.equal(md5.precision, 0);
+  assert.equal(md5.output['a.output.0'].Result, 'pass');
+  assert.equal(recompareStats({ 'a.input.0': { md5: 'x' } }, {}, { 'b.input.0': { md5: 'z' } }, {}, 'md5').precision, 1);
+});
