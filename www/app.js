@@ -818,6 +818,7 @@ export function startApp(host) {
       el.textContent = shown ? notes[where].join('\n') : '';
       el.hidden = !el.textContent;
     }
+    renderCompact();
   }
 
   // ---------------------------------------------------------------- selection & expansion
@@ -1245,6 +1246,7 @@ export function startApp(host) {
   applyLayout(store.get().layout);
 
   $('load-toggle').addEventListener('click', () => lc.toggle('loadOpen'));
+  $('load-compact').addEventListener('click', () => lc.toggle('loadOpen', true));
   $('details-toggle').addEventListener('click', () => lc.toggle('detailsOpen'));
   $('sidebar-toggle').addEventListener('click', () => lc.toggle('sidebarOpen'));
   $('opt-minimap').addEventListener('change', () => lc.toggle('minimapOpen', /** @type {HTMLInputElement} */ ($('opt-minimap')).checked));
@@ -1306,6 +1308,14 @@ export function startApp(host) {
     part('NPU', S.applied.npu);
     el.append(' ⇄ ');
     part('Bench', S.applied.bench);
+    // Notes on the cards (warnings naming a side's file or the mapping) are folded away with them: say so.
+    const notes = ['npu', 'bench', 'mapping'].filter((w) => !$(`${w}-warn`).hidden).length;
+    if (notes) {
+      const w = document.createElement('span');
+      w.className = 'compact-warn';
+      w.textContent = ` · ⚠ ${t('notes on the inputs: open them')}`;
+      el.append(w);
+    }
   }
   /** After a load: fold the inputs (unless a message on them needs reading). */
   function foldInputs() {

@@ -334,6 +334,7 @@ export const ZH = {
   'Could not accept the suggestion: {why}': '无法接受该建议：{why}',
   'Unmatched, with its twin {a} ⇄ {b}.': '已取消匹配，连同其对应节点 {a} ⇄ {b}。',
   'Save .vis.db': '保存 .vis.db',
+  'notes on the inputs: open them': '输入有提示：展开查看',
   'Download the opened .vis.db with the manual matches made on it (rows marked modified)': '下载包含手动匹配结果的 .vis.db（修改的行已标记）',
   'Saved {file} with {n} manual pair(s).': '已保存 {file}，含 {n} 对手动匹配。',
   'Could not accept the suggestions: {why}': '无法接受这些建议：{why}',
