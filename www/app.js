@@ -99,6 +99,18 @@ export function startApp(host) {
    * The page's state (store.js): views subscribe to its slices, controllers change it. `diagnosis`
    * is the slot of the divergence diagnosis (suspects, overlays), not drawn yet.
    * @typedef {import('./controllers/manual.js').ManualState & {
+   *   sources: Record<Side, Source | null>,
+   *   applied: Record<Side, Source | null>,
+   *   mappings: MappingChoice[],
+   *   runLayout: {npu: Layout | null, bench: Layout | null} | null,
+   *   sessionGen: number,
+   *   sessionId: number,
+   *   running: boolean,
+   *   runOpts: import('./protocol.js').RunOptions | null,
+   *   buildSide: Side,
+   *   mode: 'dump' | 'vis',
+   *   vis: import('./protocol.js').VisMeta | null,
+   *   mergedRanks: number[] | null,
    *   selection: {side: Side, index: number} | null,
    *   layout: import('./controllers/layout.js').LayoutState,
    *   offer: {template: string, npu: string, bench: string, now: number, gain: number | null} | null,
@@ -106,6 +118,26 @@ export function startApp(host) {
    * }} PageState
    */
   const store = createStore(/** @type {PageState} */ ({
+    // The loaded inputs: the sources chosen (`sources`) and those of the shown result (`applied`), the
+    // mapping choices, the step/rank layout, the worker session holding the result and its options.
+    sources: { npu: null, bench: null },
+    applied: { npu: null, bench: null },
+    mappings: [],
+    runLayout: null,
+    /** worker generation that holds the current session (-1: none) */
+    sessionGen: -1,
+    /** the worker's id of the current session (newSession's `session`; -1: none), for `adoptSide` */
+    sessionId: -1,
+    /** a load or re-run is waiting for the worker */
+    running: false,
+    runOpts: null,
+    /** which pane shows the single graph of a build result */
+    buildSide: 'npu',
+    /** 'dump': dump folders through the core; 'vis': a msprobe output file */
+    mode: 'dump',
+    vis: null,
+    /** with a parallel merge: the main ranks of the step's merged graphs */
+    mergedRanks: null,
     result: null,
     classes: null,
     resultVersion: 0,
@@ -121,14 +153,81 @@ export function startApp(host) {
   const mc = createManualController(store, client, (k, p) => t(k, p));
   const lc = createLayoutController(store, storage);
 
-  // The rest of the page's state; the fields with accessors live in the store.
+  // The page's state as the code reads it: the fields with accessors live in the store; the rest are
+  // request counters, the panes' tree models (view models), caches and the URL state in flight.
   const S = {
-    /** @type {Record<Side, Source | null>} sources the user chose */
-    sources: { npu: null, bench: null },
-    /** @type {Record<Side, Source | null>} sources of the session whose result is shown */
-    applied: { npu: null, bench: null },
-    /** @type {MappingChoice[]} */
-    mappings: [],
+    get sources() {
+      return store.get().sources;
+    },
+    set sources(v) {
+      store.set({ sources: v });
+    },
+    get applied() {
+      return store.get().applied;
+    },
+    set applied(v) {
+      store.set({ applied: v });
+    },
+    get mappings() {
+      return store.get().mappings;
+    },
+    set mappings(v) {
+      store.set({ mappings: v });
+    },
+    get runLayout() {
+      return store.get().runLayout;
+    },
+    set runLayout(v) {
+      store.set({ runLayout: v });
+    },
+    get sessionGen() {
+      return store.get().sessionGen;
+    },
+    set sessionGen(v) {
+      store.set({ sessionGen: v });
+    },
+    get sessionId() {
+      return store.get().sessionId;
+    },
+    set sessionId(v) {
+      store.set({ sessionId: v });
+    },
+    get running() {
+      return store.get().running;
+    },
+    set running(v) {
+      store.set({ running: v });
+    },
+    get runOpts() {
+      return store.get().runOpts;
+    },
+    set runOpts(v) {
+      store.set({ runOpts: v });
+    },
+    get buildSide() {
+      return store.get().buildSide;
+    },
+    set buildSide(v) {
+      store.set({ buildSide: v });
+    },
+    get mode() {
+      return store.get().mode;
+    },
+    set mode(v) {
+      store.set({ mode: v });
+    },
+    get vis() {
+      return store.get().vis;
+    },
+    set vis(v) {
+      store.set({ vis: v });
+    },
+    get mergedRanks() {
+      return store.get().mergedRanks;
+    },
+    set mergedRanks(v) {
+      store.set({ mergedRanks: v });
+    },
     get result() {
       return store.get().result;
     },
@@ -149,25 +248,9 @@ export function startApp(host) {
     set selection(v) {
       store.set({ selection: v });
     },
-    /** @type {{npu: Layout | null, bench: Layout | null} | null} */
-    layout: null,
-    /** worker generation that holds the current session (-1: none) */
-    sessionGen: -1,
-    /** the worker's id of the current session (newSession's `session`; -1: none), for `adoptSide` */
-    sessionId: -1,
     loadSeq: 0,
-    /** a load or re-run is waiting for the worker */
-    running: false,
-    /** @type {import('./protocol.js').RunOptions | null} options of the run whose result is shown (dump mode) */
-    runOpts: null,
     detailSeq: 0,
     loads: 0,
-    /** which pane shows the single graph of a build result */
-    buildSide: /** @type {Side} */ ('npu'),
-    /** 'dump': dump folders through the core; 'vis': a msprobe output file */
-    mode: /** @type {'dump' | 'vis'} */ ('dump'),
-    /** @type {import('./protocol.js').VisMeta | null} */
-    vis: null,
     get pick() {
       return store.get().pick;
     },
@@ -185,8 +268,6 @@ export function startApp(host) {
     /** @type {HashState | null} view state waiting for its files */
     pendingHash: null,
     restoring: false,
-    /** @type {number[] | null} with a parallel merge: the main ranks of the step's merged graphs */
-    mergedRanks: null,
     /** @type {Promise<{reapplied: number, already: number, missing: number}>} the shown result's re-applying of kept manual pairs */
     reapply: Promise.resolve({ reapplied: 0, already: 0, missing: 0 }),
   };
@@ -347,7 +428,7 @@ export function startApp(host) {
       $('rank-wrap').hidden = false;
     } else if (S.mergedRanks) {
       S.mergedRanks = null;
-      if (S.layout) updateSelectors(S.layout);
+      if (S.runLayout) updateSelectors(S.runLayout);
     }
   }
 
@@ -459,7 +540,7 @@ export function startApp(host) {
       setMode('dump');
       S.runOpts = opts;
       S.applied = { ...S.sources };
-      S.layout = layout;
+      S.runLayout = layout;
       S.sessionGen = client.generation;
       S.sessionId = started.session;
       for (const s of SIDES) {
@@ -479,7 +560,7 @@ export function startApp(host) {
       client.request({ type: 'discardStaging' }).catch(() => {});
       // Keep showing (and using) the previous result; the new choice stays on its card with the error,
       // so that choosing the other side next loads both.
-      if (S.layout) updateSelectors(S.layout);
+      if (S.runLayout) updateSelectors(S.runLayout);
       if (S.result && S.mode === 'dump') showMerge(S.result);
       if (S.mode === 'dump') for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
       renderCardWarnings();
@@ -940,7 +1021,7 @@ export function startApp(host) {
   }
   /** Empties a side's card (the *Clear* button; the next load has no folder on that side). @param {Side} side */
   function clearSource(side) {
-    S.sources[side] = null;
+    S.sources = { ...S.sources, [side]: null };
     showSource(side);
     setError(side);
   }
@@ -972,7 +1053,7 @@ export function startApp(host) {
     // The demo's mapping never applies to the user's folders (even after both demo sides were cleared).
     if (S.sources[other]?.demo || S.sources[side]?.demo || S.mappings.some((m) => m.key === 'demo')) dropDemoMapping();
     if (S.sources[other]?.demo) clearSource(other);
-    S.sources[side] = src;
+    S.sources = { ...S.sources, [side]: src };
     showSource(side);
     load([side]);
   }
@@ -1033,8 +1114,7 @@ export function startApp(host) {
   }
   /** @param {MappingChoice} choice */
   function addMapping(choice) {
-    S.mappings = S.mappings.filter((m) => m.key !== choice.key);
-    S.mappings.push(choice);
+    S.mappings = [...S.mappings.filter((m) => m.key !== choice.key), choice];
     renderMappingSelect();
     mappingSelect.value = choice.key;
   }
@@ -1079,7 +1159,7 @@ export function startApp(host) {
   host.listTemplates().then(
     (names) => {
       templateNames = names;
-      for (const name of names) S.mappings.push({ key: `tpl:${name}`, name: `template: ${name}`, text: '' });
+      S.mappings = [...S.mappings, ...names.map((name) => ({ key: `tpl:${name}`, name: `template: ${name}`, text: '' }))];
       renderMappingSelect();
     },
     () => renderMappingSelect(),
@@ -1364,7 +1444,7 @@ export function startApp(host) {
         npu: { kind: /** @type {'steps' | 'ranks' | 'files'} */ (meta.steps.length > 1 ? 'steps' : meta.ranks.length > 1 ? 'ranks' : 'files'), steps: meta.steps, ranks: meta.ranks },
         bench: null,
       };
-      S.layout = layout;
+      S.runLayout = layout;
       // A new file starts at its first step and rank.
       for (const id of ['step-select', 'rank-select']) $(id).replaceChildren();
       updateSelectors(layout);
@@ -1988,7 +2068,7 @@ export function startApp(host) {
     } else if (!S.running) $('summary').textContent = t('No data loaded.');
     if (S.mode === 'dump') for (const side of SIDES) showSource(side);
     renderMappingSelect();
-    if (S.layout) updateSelectors(S.layout);
+    if (S.runLayout) updateSelectors(S.runLayout);
     const micro = /** @type {HTMLSelectElement} */ ($('micro-select')).querySelector('option[value="-1"]');
     if (micro) micro.textContent = t('all');
     searchList.updateCount();
