@@ -17,7 +17,7 @@ import { MappingPanel } from './mappingpanel.js';
 import { createStore } from './store.js';
 import { createManualController, MANUAL_INITIAL, runKey } from './controllers/manual.js';
 import { createLayoutController, readLayout, defaultsFor } from './controllers/layout.js';
-import { templateFor } from './controllers/frameworks.js';
+import { createOfferController } from './controllers/frameworks.js';
 import { parseHash, buildHash } from './controllers/hash.js';
 import { slotOf, sideOfSlot, errorPlaceOf, parallelOptionsOf } from './controllers/load.js';
 
@@ -113,7 +113,7 @@ export function startApp(host) {
    *   mergedRanks: number[] | null,
    *   selection: {side: Side, index: number} | null,
    *   layout: import('./controllers/layout.js').LayoutState,
-   *   offer: {template: string, npu: string, bench: string, now: number, gain: number | null} | null,
+   *   offer: import('./controllers/frameworks.js').Offer | null,
    *   diagnosis: unknown,
    * }} PageState
    */
@@ -478,7 +478,7 @@ export function startApp(host) {
    */
   async function load(changed) {
     const seq = ++S.loadSeq;
-    offerSeq++;
+    offers.cancel();
     if (S.running) {
       // A load is running: terminate the worker (the old session goes with it) and start over.
       client.restart().catch(() => {});
@@ -1182,46 +1182,24 @@ export function startApp(host) {
   }
 
   // ---------------------------------------------------------------- template offer (controllers/frameworks.js)
-  /** Pairs larger than this get the offer without the background count of its gain. */
-  const PROBE_NODES = 60000;
-  /** @type {Set<string>} templates the user dismissed */
-  const dismissed = new Set();
-  let offerSeq = 0;
+  const offers = createOfferController(store, client, (name) => host.getTemplate(name));
   /**
    * After a compare of the user's folders without a mapping: when the module names say which stacks
    * the pair comes from (MindSpeed-LLM / MindSpeed-MM vs HF) and a bundled template fits, offer it in
-   * one click. What it would match is counted in the background (a throwaway run in the worker that
-   * shares the parsed folders); the offer does not wait for it, and the next load or run drops it.
+   * one click (controllers/frameworks.js); what it would match is counted in the background.
    */
   function considerOffer() {
-    const seq = ++offerSeq;
     const r = S.result;
     const lm = /** @type {HTMLInputElement} */ ($('opt-lm')).checked;
     const fuzzy = /** @type {HTMLInputElement} */ ($('opt-fm')).checked;
-    const opts = S.runOpts;
-    if (!r?.bench || S.mode !== 'dump' || !opts || S.applied.npu?.demo || S.applied.bench?.demo || (lm && currentMapping()) || fuzzy) {
-      store.set({ offer: null });
-      return;
-    }
-    const fit = templateFor(r.npu.names, r.bench.names, templateNames);
-    if (!fit || dismissed.has(fit.template)) {
-      store.set({ offer: null });
-      return;
-    }
-    const now = S.models.npu?.matchedCount ?? 0;
-    const big = r.npu.names.length + r.bench.names.length > PROBE_NODES;
-    store.set({ offer: { ...fit, now, gain: big ? -1 : null } });
-    if (big) return;
-    host.getTemplate(fit.template)
-      .then((text) => (seq === offerSeq ? client.request({ type: 'probeRun', options: { ...opts, layerMapping: text, layerMappingName: fit.template } }) : null))
-      .then((c) => {
-        const o = store.get().offer;
-        if (c && seq === offerSeq && o?.template === fit.template) store.set({ offer: { ...o, gain: c.npu } });
-      })
-      .catch(() => {
-        const o = store.get().offer;
-        if (seq === offerSeq && o) store.set({ offer: { ...o, gain: -1 } });
-      });
+    const users = S.mode === 'dump' && !S.applied.npu?.demo && !S.applied.bench?.demo;
+    offers.consider({
+      names: r?.bench && users ? { npu: r.npu.names, bench: r.bench.names } : null,
+      unmapped: !(lm && currentMapping()) && !fuzzy,
+      matchedNow: S.models.npu?.matchedCount ?? 0,
+      templates: templateNames,
+      runOptions: S.runOpts,
+    });
   }
   function renderOffer() {
     const o = store.get().offer;
@@ -1241,17 +1219,12 @@ export function startApp(host) {
   }
   store.subscribe(['offer'], renderOffer);
   $('offer-accept').addEventListener('click', () => {
-    const o = store.get().offer;
-    if (!o) return;
-    store.set({ offer: null });
-    mappingSelect.value = `tpl:${o.template}`;
+    const template = offers.accept();
+    if (!template) return;
+    mappingSelect.value = `tpl:${template}`;
     mappingSelect.dispatchEvent(new Event('change'));
   });
-  $('offer-dismiss').addEventListener('click', () => {
-    const o = store.get().offer;
-    if (o) dismissed.add(o.template);
-    store.set({ offer: null });
-  });
+  $('offer-dismiss').addEventListener('click', () => offers.dismiss());
 
   $('demo-btn').addEventListener('click', () => {
     if (confirmDiscard('Demo')) loadDemo();

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { createStore } from '../../www/store.js';
 import { createManualController, twinName, recursivePlan, runKey, MANUAL_INITIAL } from '../../www/controllers/manual.js';
 import { createLayoutController, readLayout, defaultsFor, LAYOUT_DEFAULTS, LAYOUT_KEY } from '../../www/controllers/layout.js';
-import { stackOf, templateFor } from '../../www/controllers/frameworks.js';
+import { stackOf, templateFor, createOfferController } from '../../www/controllers/frameworks.js';
 import { classify } from '../../www/colors.js';
 import { parseHash, buildHash, MAX_OPEN } from '../../www/controllers/hash.js';
 import { slotOf, sideOfSlot, errorPlaceOf, parallelOptionsOf } from '../../www/controllers/load.js';
@@ -374,4 +374,46 @@ test('.vis.db recompare (tb-graph-ascend\'s maths, msprobe\'s column names and n
   assert.equal(md5.precision, 0);
   assert.equal(md5.output['a.output.0'].Result, 'pass');
   assert.equal(recompareStats({ 'a.input.0': { md5: 'x' } }, {}, { 'b.input.0': { md5: 'z' } }, {}, 'md5').precision, 1);
+});
+
+test('offer: at once, the gain counted in the background; a newer result drops a pending count; dismissed stays dismissed', async () => {
+  const store = createStore({ offer: null });
+  const asked = [];
+  let release;
+  const client = { request: (req) => { asked.push(req); return new Promise((res) => { release = () => res({ npu: 329, bench: 329 }); }); } };
+  const oc = createOfferController(store, client, async (name) => `# ${name}`);
+  const names = {
+    npu: ['Module.0.module.module.GPTModel.forward.0', 'Module.0.module.module.decoder.layers.0.TransformerLayer.forward.0'],
+    bench: ['Module.module.Qwen2ForCausalLM.forward.0'],
+  };
+  const at = { names, unmapped: true, matchedNow: 138, templates: ['qwen2.5_mindspeed-llm_to_llamafactory.yaml'], runOptions: { step: 0, rank: 0, layerMapping: null, fuzzy: false, overflowCheck: false } };
+  const pending = oc.consider(at);
+  assert.deepEqual(store.get().offer, { template: 'qwen2.5_mindspeed-llm_to_llamafactory.yaml', npu: 'MindSpeed-LLM', bench: 'HF transformers', now: 138, gain: null }, 'the offer does not wait for the count');
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(asked.length, 1);
+  assert.equal(asked[0].type, 'probeRun');
+  assert.equal(asked[0].options.layerMapping, '# qwen2.5_mindspeed-llm_to_llamafactory.yaml');
+  release();
+  await pending;
+  assert.equal(store.get().offer.gain, 329);
+  // A newer action drops the pending count.
+  const again = oc.consider(at);
+  await new Promise((r) => setTimeout(r, 0));
+  oc.cancel();
+  release();
+  await again;
+  assert.equal(store.get().offer.gain, null, 'the dropped count is not shown');
+  // A mapped run, the demo (no names) or a dismissed template: no offer.
+  await oc.consider({ ...at, unmapped: false });
+  assert.equal(store.get().offer, null);
+  oc.consider(at);
+  oc.dismiss();
+  await oc.consider(at);
+  assert.equal(store.get().offer, null, 'dismissed');
+  // A large pair: offered without the count.
+  const big = createOfferController(store, client, async () => '', 2);
+  await big.consider(at);
+  assert.equal(store.get().offer.gain, -1);
+  assert.equal(big.accept(), 'qwen2.5_mindspeed-llm_to_llamafactory.yaml');
+  assert.equal(store.get().offer, null);
 });

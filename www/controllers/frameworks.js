@@ -64,3 +64,70 @@ export function templateFor(npuNames, benchNames, available) {
   if (!template || !available.includes(template)) return null;
   return { template, npu: LABELS[a], bench: LABELS[b] };
 }
+
+/**
+ * The offer of a bundled template: a store slice `offer` (`{template, npu, bench, now, gain}`; `gain`
+ * null while it is counted, -1 when it is not) and the background count of what the template would
+ * match. No DOM: it takes the store, the client (the worker's `probeRun`) and the template reader.
+ * @typedef {{template: string, npu: string, bench: string, now: number, gain: number | null}} Offer
+ * @param {import('../store.js').StateOf<{offer: Offer | null}>} store
+ * @param {{request: (req: any) => Promise<any>}} client
+ * @param {(name: string) => Promise<string>} getTemplate
+ * @param {number} [probeNodes] pairs larger than this get the offer without the count
+ */
+export function createOfferController(store, client, getTemplate, probeNodes = 60000) {
+  /** @type {Set<string>} templates the user dismissed */
+  const dismissed = new Set();
+  let seq = 0;
+  /**
+   * A result was shown: offer a template when the pair is the user's (not the demo), compared without
+   * a mapping (and without -fm, which ignores one), and a bundled template fits its stacks. The count
+   * runs in the background; a newer `consider` or `cancel` drops its answer.
+   * @param {{names: {npu: string[], bench: string[]} | null, unmapped: boolean, matchedNow: number,
+   *   templates: string[], runOptions: import('../protocol.js').RunOptions | null}} at
+   * @returns {Promise<void>} settles when the count is in (or dropped)
+   */
+  async function consider(at) {
+    const mine = ++seq;
+    if (!at.names || !at.unmapped || !at.runOptions) {
+      store.set({ offer: null });
+      return;
+    }
+    const fit = templateFor(at.names.npu, at.names.bench, at.templates);
+    if (!fit || dismissed.has(fit.template)) {
+      store.set({ offer: null });
+      return;
+    }
+    const big = at.names.npu.length + at.names.bench.length > probeNodes;
+    store.set({ offer: { ...fit, now: at.matchedNow, gain: big ? -1 : null } });
+    if (big) return;
+    const opts = at.runOptions;
+    try {
+      const text = await getTemplate(fit.template);
+      if (mine !== seq) return;
+      const c = await client.request({ type: 'probeRun', options: { ...opts, layerMapping: text, layerMappingName: fit.template } });
+      const o = store.get().offer;
+      if (mine === seq && o?.template === fit.template) store.set({ offer: { ...o, gain: c.npu } });
+    } catch {
+      const o = store.get().offer;
+      if (mine === seq && o) store.set({ offer: { ...o, gain: -1 } });
+    }
+  }
+  /** The next action: a pending count is dropped (the offer stays until the next result). */
+  function cancel() {
+    seq++;
+  }
+  /** The user dismissed the offer: this template is not offered again. */
+  function dismiss() {
+    const o = store.get().offer;
+    if (o) dismissed.add(o.template);
+    store.set({ offer: null });
+  }
+  /** The user accepted: the offer goes; returns the template to use. */
+  function accept() {
+    const o = store.get().offer;
+    store.set({ offer: null });
+    return o?.template ?? null;
+  }
+  return { consider, cancel, dismiss, accept };
+}
