@@ -4,17 +4,18 @@
 // 2560×1440; at 1024×768 with the Mapping panel open no pane is narrower than 320 px. The sizes are
 // remembered across a reload; fit leaves the minimap's corner clear and the minimap can be
 // collapsed; revealing a counterpart centres it; Expand all follows sync expand. Also a smoke run of
-// the single file on file://. Screenshots of both sizes go to www/screenshots/ (README-page.md).
+// the single file on file://. Screenshots of both sizes (www/screenshots/ with UPDATE_SCREENSHOTS=1, for README-page.md).
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import {
-  FIX, ROOT, SINGLE_URL, requireBuild, launch, startServer, openPage, servedAllowlist, fileAllowlist, waitLoad,
+  FIX, ROOT, OUT, SINGLE_URL, requireBuild, launch, startServer, openPage, servedAllowlist, fileAllowlist, waitLoad,
   choose, assertMatchesReference, resultSummary,
 } from './helpers.mjs';
 
 const MIX = path.join(FIX, 'qwen_mix_statistics');
-const SHOTS = path.join(ROOT, 'www', 'screenshots');
+// README-page.md's screenshots are refreshed with UPDATE_SCREENSHOTS=1; other runs write tests/out/.
+const SHOTS = process.env.UPDATE_SCREENSHOTS ? path.join(ROOT, 'www', 'screenshots') : OUT;
 
 /** Canvas area over window area, page scroll, and the widths of the panes and panels. */
 async function measure(page) {
