@@ -175,6 +175,10 @@ function main() {
   for (const f of fs.readdirSync(WWW)) {
     if (/\.(js|css)$/.test(f) && f !== 'single.js') copy(path.join(WWW, f), path.join(DIST, f));
   }
+  // The page's controllers (www/controllers/*.js: logic without DOM, imported by app.js).
+  for (const f of fs.readdirSync(path.join(WWW, 'controllers'))) {
+    if (f.endsWith('.js')) copy(path.join(WWW, 'controllers', f), path.join(DIST, 'controllers', f));
+  }
   const indexHtml = fs.readFileSync(path.join(WWW, 'index.html'), 'utf8');
   fs.writeFileSync(path.join(DIST, 'index.html'), indexHtml.replace('<!--CSP-->\n', ''));
   copy(glueFile, path.join(DIST, 'pkg', 'probelens.js'));

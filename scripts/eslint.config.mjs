@@ -19,7 +19,7 @@ export default [
     languageOptions: { globals: { ...globals.worker } },
   },
   {
-    files: ['scripts/**/*.mjs', 'tests/e2e/**/*.mjs', 'bench/**/*.mjs'],
+    files: ['scripts/**/*.mjs', 'tests/e2e/**/*.mjs', 'tests/unit/**/*.mjs', 'bench/**/*.mjs'],
     languageOptions: { ecmaVersion: 2024, sourceType: 'module', globals: { ...globals.node } },
   },
   {

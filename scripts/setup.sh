@@ -30,8 +30,11 @@ if ! tool_is wasm-pack "$WASM_PACK_VERSION"; then
   cargo install wasm-pack --version "$WASM_PACK_VERSION" --locked --force
 fi
 
-# 3. Browser for the e2e tests, from Debian, only when missing.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+# 3. Browser for the tests (`--browser`: `npm test` asks for it; `npm start` needs none), from Debian,
+#    only when missing.
+WANT_BROWSER=0
+for arg in "$@"; do [ "$arg" = "--browser" ] && WANT_BROWSER=1; done
+if [ "$WANT_BROWSER" = 1 ] && { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; }; then
   say "installing chromium and chromium-driver from Debian"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update

@@ -9,8 +9,8 @@ export CARGO_TERM_COLOR=never
 
 step() { echo; echo "== $*"; }
 
-step "setup (idempotent)"
-bash scripts/setup.sh
+step "setup (idempotent; with the browser for the tests)"
+bash scripts/setup.sh --browser
 
 step "cargo fmt --check"
 cargo fmt --check
@@ -34,6 +34,9 @@ npm run build
 step "page: typecheck and lint"
 npm run typecheck
 npm run lint
+
+step "page: store and controllers (node --test, no browser)"
+npm run test:unit
 
 step "page: browser tests (Chromium, served site and file://)"
 npm run test:e2e

@@ -3,7 +3,7 @@
 import { CoreClient, CoreError } from './client.js';
 import { SIDES, STAGES, unpackRunResult } from './protocol.js';
 import { filesFromInput, filesFromDrop, sendFiles, readText, isYaml, isTensorFile } from './loader.js';
-import { classify, binOf, errorBin, passBin, OVERFLOW_COLORS, binTitle, swatchBackground } from './colors.js';
+import { classify, errorBin, passBin, OVERFLOW_COLORS, binTitle, swatchBackground } from './colors.js';
 import { TreeModel } from './tree.js';
 import { GraphView } from './graphview.js';
 import { Outline } from './outline.js';
@@ -16,6 +16,12 @@ import { t, detectLang, setLang, getLang, translateDom } from './i18n.js';
 import { MappingPanel } from './mappingpanel.js';
 import { showWelcome } from './welcome.js';
 import { installGraphExports } from './graphexport.js';
+import { createStore } from './store.js';
+import { createManualController, MANUAL_INITIAL, runKey } from './controllers/manual.js';
+import { createLayoutController, readLayout, defaultsFor } from './controllers/layout.js';
+import { createOfferController } from './controllers/frameworks.js';
+import { parseHash, buildHash } from './controllers/hash.js';
+import { slotOf, sideOfSlot, errorPlaceOf, parallelOptionsOf } from './controllers/load.js';
 
 /** @typedef {import('./protocol.js').Side} Side */
 /** @typedef {import('./protocol.js').RunResult} RunResult */
@@ -33,21 +39,9 @@ import { installGraphExports } from './graphexport.js';
  * @property {() => Promise<ArrayBuffer>} sqlWasm  the sql.js module bytes (for opening a .vis.db)
  */
 
-/**
- * One undoable match operation: per changed node `[old matched, new matched, old precision, new precision]`
- * (NPU) or `[old matched, new matched]` (Bench), and the hand-made pairs before and after.
- * @typedef {object} HistoryEntry
- * @property {string} label
- * @property {Map<number, [number, number, number, number]>} npu
- * @property {Map<number, [number, number]>} bench
- * @property {Map<number, number>} manualBefore
- * @property {Map<number, number>} manualAfter
- */
+/** @typedef {import('./controllers/manual.js').HistoryEntry} HistoryEntry */
 
-/**
- * The view state carried in the URL hash.
- * @typedef {{lang?: string, step?: number, rank?: number, micro?: number, sel?: {side: Side, name: string}, open: Partial<Record<Side, string[] | '*'>>, switched?: boolean}} HashState
- */
+/** @typedef {import('./controllers/hash.js').HashState} HashState */
 
 /**
  * @typedef {object} Demo
@@ -96,54 +90,188 @@ export function startApp(host) {
   const copyJson = knob('copy') === 1;
   const client = new CoreClient(host.makeWorker, host.wasmBytes, knob('stream'), knob('heap'), knob('slice'));
 
-  const S = {
-    /** @type {Record<Side, Source | null>} sources the user chose */
+  const storage = (() => {
+    try {
+      return window.localStorage;
+    } catch {
+      return null;
+    }
+  })();
+  /**
+   * The page's state (store.js): views subscribe to its slices, controllers change it. `diagnosis`
+   * is the slot of the divergence diagnosis (suspects, overlays), not drawn yet.
+   * @typedef {import('./controllers/manual.js').ManualState & {
+   *   sources: Record<Side, Source | null>,
+   *   applied: Record<Side, Source | null>,
+   *   mappings: MappingChoice[],
+   *   runLayout: {npu: Layout | null, bench: Layout | null} | null,
+   *   sessionGen: number,
+   *   sessionId: number,
+   *   running: boolean,
+   *   runOpts: import('./protocol.js').RunOptions | null,
+   *   buildSide: Side,
+   *   mode: 'dump' | 'vis',
+   *   vis: import('./protocol.js').VisMeta | null,
+   *   mergedRanks: number[] | null,
+   *   selection: {side: Side, index: number} | null,
+   *   layout: import('./controllers/layout.js').LayoutState,
+   *   offer: import('./controllers/frameworks.js').Offer | null,
+   *   diagnosis: unknown,
+   * }} PageState
+   */
+  const store = createStore(/** @type {PageState} */ ({
+    // The loaded inputs: the sources chosen (`sources`) and those of the shown result (`applied`), the
+    // mapping choices, the step/rank layout, the worker session holding the result and its options.
     sources: { npu: null, bench: null },
-    /** @type {Record<Side, Source | null>} sources of the session whose result is shown */
     applied: { npu: null, bench: null },
-    /** @type {MappingChoice[]} */
     mappings: [],
-    /** @type {RunResult | null} */
-    result: null,
-    /** @type {import('./colors.js').Classes | null} */
-    classes: null,
-    /** @type {Record<Side, TreeModel | null>} */
-    models: { npu: null, bench: null },
-    /** @type {{side: Side, index: number} | null} */
-    selection: null,
-    /** @type {{npu: Layout | null, bench: Layout | null} | null} */
-    layout: null,
+    runLayout: null,
     /** worker generation that holds the current session (-1: none) */
     sessionGen: -1,
     /** the worker's id of the current session (newSession's `session`; -1: none), for `adoptSide` */
     sessionId: -1,
-    loadSeq: 0,
     /** a load or re-run is waiting for the worker */
     running: false,
-    /** @type {import('./protocol.js').RunOptions | null} options of the run whose result is shown (dump mode) */
     runOpts: null,
+    /** which pane shows the single graph of a build result */
+    buildSide: 'npu',
+    /** 'dump': dump folders through the core; 'vis': a msprobe output file */
+    mode: 'dump',
+    vis: null,
+    /** with a parallel merge: the main ranks of the step's merged graphs */
+    mergedRanks: null,
+    result: null,
+    classes: null,
+    resultVersion: 0,
+    runKey: '',
+    matchBlocked: null,
+    kept: new Map(),
+    ...MANUAL_INITIAL,
+    selection: null,
+    layout: readLayout(storage, defaultsFor(window.innerWidth, window.innerHeight)),
+    offer: null,
+    diagnosis: null,
+  }));
+  const mc = createManualController(store, client, (k, p) => t(k, p));
+  const lc = createLayoutController(store, storage);
+
+  // The page's state as the code reads it: the fields with accessors live in the store; the rest are
+  // request counters, the panes' tree models (view models), caches and the URL state in flight.
+  const S = {
+    get sources() {
+      return store.get().sources;
+    },
+    set sources(v) {
+      store.set({ sources: v });
+    },
+    get applied() {
+      return store.get().applied;
+    },
+    set applied(v) {
+      store.set({ applied: v });
+    },
+    get mappings() {
+      return store.get().mappings;
+    },
+    set mappings(v) {
+      store.set({ mappings: v });
+    },
+    get runLayout() {
+      return store.get().runLayout;
+    },
+    set runLayout(v) {
+      store.set({ runLayout: v });
+    },
+    get sessionGen() {
+      return store.get().sessionGen;
+    },
+    set sessionGen(v) {
+      store.set({ sessionGen: v });
+    },
+    get sessionId() {
+      return store.get().sessionId;
+    },
+    set sessionId(v) {
+      store.set({ sessionId: v });
+    },
+    get running() {
+      return store.get().running;
+    },
+    set running(v) {
+      store.set({ running: v });
+    },
+    get runOpts() {
+      return store.get().runOpts;
+    },
+    set runOpts(v) {
+      store.set({ runOpts: v });
+    },
+    get buildSide() {
+      return store.get().buildSide;
+    },
+    set buildSide(v) {
+      store.set({ buildSide: v });
+    },
+    get mode() {
+      return store.get().mode;
+    },
+    set mode(v) {
+      store.set({ mode: v });
+    },
+    get vis() {
+      return store.get().vis;
+    },
+    set vis(v) {
+      store.set({ vis: v });
+    },
+    get mergedRanks() {
+      return store.get().mergedRanks;
+    },
+    set mergedRanks(v) {
+      store.set({ mergedRanks: v });
+    },
+    get result() {
+      return store.get().result;
+    },
+    set result(v) {
+      store.set({ result: v });
+    },
+    get classes() {
+      return store.get().classes;
+    },
+    set classes(v) {
+      store.set({ classes: v });
+    },
+    /** @type {Record<Side, TreeModel | null>} */
+    models: { npu: null, bench: null },
+    get selection() {
+      return store.get().selection;
+    },
+    set selection(v) {
+      store.set({ selection: v });
+    },
+    loadSeq: 0,
     detailSeq: 0,
     loads: 0,
-    /** which pane shows the single graph of a build result */
-    buildSide: /** @type {Side} */ ('npu'),
-    /** 'dump': dump folders through the core; 'vis': a msprobe output file */
-    mode: /** @type {'dump' | 'vis'} */ ('dump'),
-    /** @type {import('./protocol.js').VisMeta | null} */
-    vis: null,
-    /** nodes picked for a manual match, per side (-1: none) */
-    pick: /** @type {Record<Side, number>} */ ({ npu: -1, bench: -1 }),
-    /** hand-made pairs: NPU index → Bench index */
-    manual: /** @type {Map<number, number>} */ (new Map()),
-    /** @type {{undo: HistoryEntry[], redo: HistoryEntry[]}} */
-    history: { undo: [], redo: [] },
-    matching: false,
+    get pick() {
+      return store.get().pick;
+    },
+    get manual() {
+      return store.get().manual;
+    },
+    get history() {
+      return store.get().history;
+    },
+    get matching() {
+      return store.get().matching;
+    },
     /** @type {Record<Side, Map<string, number>> | null} node indexes by name, built on demand */
     nameIndex: null,
     /** @type {HashState | null} view state waiting for its files */
     pendingHash: null,
     restoring: false,
-    /** @type {number[] | null} with a parallel merge: the main ranks of the step's merged graphs */
-    mergedRanks: null,
+    /** @type {Promise<{reapplied: number, already: number, missing: number}>} the shown result's re-applying of kept manual pairs */
+    reapply: Promise.resolve({ reapplied: 0, already: 0, missing: 0 }),
   };
 
   /** Listeners of the mapping panel (mappingpanel.js): a result was shown, matches changed. */
@@ -180,10 +308,18 @@ export function startApp(host) {
         const gs = paneToGraph(side);
         const m = S.models[gs];
         if (act === 'fit') views[side].fit();
+        else if (act === 'outline') lc.toggle('outlineOpen');
         else if (m && (act === 'expand-all' || act === 'collapse-all')) {
           m.setAll(act === 'expand-all');
           refresh(gs);
           views[side].fit();
+          // With sync expand, the other pane follows (as a node's expand does).
+          const om = S.models[otherSide(gs)];
+          if (om && S.result?.bench && /** @type {HTMLInputElement} */ ($('opt-sync')).checked) {
+            om.setAll(act === 'expand-all');
+            refresh(otherSide(gs));
+            views[graphToPane(otherSide(gs))].fit();
+          }
           writeHash();
         }
       });
@@ -219,22 +355,6 @@ export function startApp(host) {
   function progressDone() {
     progressEl.hidden = true;
   }
-  /**
-   * The core's slot of a side's folder: a lone Bench folder is built from the core's npu slot.
-   * @param {Side} side @param {Record<Side, Source | null>} sources the session's sources
-   * @returns {Side}
-   */
-  function slotOf(side, sources) {
-    return side === 'bench' && !sources.npu ? 'npu' : side;
-  }
-  /**
-   * The side whose folder is in a slot of the core (the inverse of `slotOf`).
-   * @param {Side} slot @param {Record<Side, Source | null>} sources the session's sources
-   * @returns {Side}
-   */
-  function sideOfSlot(slot, sources) {
-    return slot === 'npu' && !sources.npu ? 'bench' : slot;
-  }
 
   /**
    * The progress callback of a request that may read dump.json files (`check`, `run`): the core reads
@@ -258,6 +378,8 @@ export function startApp(host) {
     const el = $(`${where}-error`);
     el.textContent = msg ?? '';
     el.hidden = !msg;
+    // A message on the inputs is read where it belongs: unfold them.
+    if (msg) lc.toggle('loadOpen', true);
   }
 
   /** @param {string} state */
@@ -289,25 +411,9 @@ export function startApp(host) {
    * @param {number} rank the rank chosen in the selector (a merged graph's rank when merging)
    */
   function parallelOptions(rank) {
-    const compare = !!(S.sources.npu && S.sources.bench);
-    const raw = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id)).value.trim().split(/[\s,]+/).filter(Boolean);
-    /** @param {string} id @param {string} flag */
-    const ints = (id, flag) => raw(id).map((v) => {
-      if (!/^[+-]?\d+$/.test(v)) throw new Error(`argument ${flag}: invalid int value: '${v}'`);
-      return Number(v);
-    });
-    /** @template T @param {T[]} v @returns {T[]} */
-    const both = (v) => (compare && v.length === 1 ? [v[0], v[0]] : v);
-    const rankSize = both(ints('opt-rank-size', '--rank_size'));
-    if (!rankSize.length) return {};
-    return {
-      rankSize,
-      tp: both(ints('opt-tp', '--tp')),
-      pp: both(ints('opt-pp', '--pp')),
-      vpp: both(ints('opt-vpp', '--vpp')),
-      order: both(raw('opt-order')),
-      mergedRank: S.mergedRanks?.includes(rank) ? rank : undefined,
-    };
+    const val = (/** @type {string} */ id) => /** @type {HTMLInputElement} */ ($(id)).value;
+    const fields = { rankSize: val('opt-rank-size'), tp: val('opt-tp'), pp: val('opt-pp'), vpp: val('opt-vpp'), order: val('opt-order') };
+    return parallelOptionsOf(fields, !!(S.sources.npu && S.sources.bench), rank, S.mergedRanks);
   }
 
   /**
@@ -324,7 +430,7 @@ export function startApp(host) {
       $('rank-wrap').hidden = false;
     } else if (S.mergedRanks) {
       S.mergedRanks = null;
-      if (S.layout) updateSelectors(S.layout);
+      if (S.runLayout) updateSelectors(S.runLayout);
     }
   }
 
@@ -337,19 +443,7 @@ export function startApp(host) {
    */
   function errorPlace(e, changed) {
     if (e instanceof CoreError && e.side) return e.side;
-    const msg = e instanceof Error ? e.message : String(e);
-    // The parallel parameters' messages (the CLI's, from load_parallel_param and the validation).
-    if (/^(argument )?--(rank_size|tp|pp|vpp|order)\b|\[(NPU|Bench)\] The parallel param|Parallel (params|merge)|graph merge|tp_groups/.test(msg)) return 'parallel';
-    const mentions = (/** @type {Side} */ side) => {
-      const root = S.sources[side]?.root;
-      return !!root && (msg.startsWith(`${root}/`) || msg.startsWith(`${root}:`) || msg.includes(` ${root}/`));
-    };
-    const inNpu = mentions('npu');
-    const inBench = mentions('bench');
-    if (inNpu !== inBench && S.sources.npu?.root !== S.sources.bench?.root) return inNpu ? 'npu' : 'bench';
-    if (/\b(ya?ml|layer mapping|mapping)\b/i.test(msg) && !inNpu && !inBench) return 'mapping';
-    if (changed.length === 1) return changed[0];
-    return 'load';
+    return errorPlaceOf(e instanceof Error ? e.message : String(e), S.sources, changed);
   }
 
   /** Sides whose JSON files total more are not pre-checked (check parses every rank folder; run parses again). */
@@ -360,8 +454,9 @@ export function startApp(host) {
     const src = S.sources[side];
     $(`${side}-src`).textContent = src
       ? `${src.label} — ${t(src.files.length === 1 ? '{n} file' : '{n} files', { n: src.files.length })}, ` +
-        `${fmtBytes(src.files.reduce((s, f) => s + f.size, 0))}${note ? ` (${t(note)})` : ''}`
+        `${fmtBytes(src.files.reduce((s, f) => s + f.size, 0))}${note ? ` (${t(note)})` : ''}${src.demo ? ` · ${t('the bundled demo')}` : ''}`
       : t('drop a dump folder here');
+    $(`${side}-card`).classList.toggle('is-demo', !!src?.demo);
   }
 
   /**
@@ -385,6 +480,7 @@ export function startApp(host) {
    */
   async function load(changed) {
     const seq = ++S.loadSeq;
+    offers.cancel();
     if (S.running) {
       // A load is running: terminate the worker (the old session goes with it) and start over.
       client.restart().catch(() => {});
@@ -446,7 +542,7 @@ export function startApp(host) {
       setMode('dump');
       S.runOpts = opts;
       S.applied = { ...S.sources };
-      S.layout = layout;
+      S.runLayout = layout;
       S.sessionGen = client.generation;
       S.sessionId = started.session;
       for (const s of SIDES) {
@@ -455,6 +551,8 @@ export function startApp(host) {
       }
       showMerge(result);
       display(result);
+      foldInputs();
+      await S.reapply;
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
       // A lone Bench folder is loaded into the core's npu slot (a load has a folder on some side).
@@ -464,7 +562,7 @@ export function startApp(host) {
       client.request({ type: 'discardStaging' }).catch(() => {});
       // Keep showing (and using) the previous result; the new choice stays on its card with the error,
       // so that choosing the other side next loads both.
-      if (S.layout) updateSelectors(S.layout);
+      if (S.runLayout) updateSelectors(S.runLayout);
       if (S.result && S.mode === 'dump') showMerge(S.result);
       if (S.mode === 'dump') for (const s of SIDES) showSource(s, S.sources[s] !== S.applied[s] ? 'not shown: see the error' : undefined);
       renderCardWarnings();
@@ -474,6 +572,7 @@ export function startApp(host) {
     } finally {
       if (seq === S.loadSeq) {
         S.running = false;
+        updateMatchBlocked();
         progressDone();
         setState(S.result ? 'ready' : 'empty');
         document.body.dataset.loads = String(++S.loads);
@@ -526,7 +625,7 @@ export function startApp(host) {
       for (let i = 0; i < matched.length; i++) if (matched[i] !== r.npu.matched[i]) return;
       S.sessionGen = client.generation;
       S.sessionId = started.session;
-      renderMatchButtons();
+      updateMatchBlocked();
       if (S.selection) loadDetails(S.selection.side, S.selection.index);
     } catch {
       // The details say to reload the folders (loadDetails: generation mismatch).
@@ -552,6 +651,7 @@ export function startApp(host) {
       S.runOpts = opts;
       showMerge(result);
       display(result);
+      await S.reapply;
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
       const msg = e instanceof Error ? e.message : String(e);
@@ -618,6 +718,8 @@ export function startApp(host) {
     $('diagnostics').replaceChildren();
     renderCardWarnings();
     resetTools();
+    updateMatchBlocked();
+    S.reapply = mc.resultShown('');
     hooks.shown();
   }
 
@@ -652,8 +754,13 @@ export function startApp(host) {
     window.__probelens.lastResult = result;
     showWelcome(S.mode === 'dump' && !!(S.sources.npu?.demo && S.sources.bench?.demo));
     resetTools();
+    updateMatchBlocked();
+    // The hand-made pairs kept for this step and rank come back by name (one undo step).
+    const key = S.mode === 'vis' ? runKey(visStep(), visRank()) : runKey(S.runOpts?.step ?? 0, S.runOpts?.rank ?? 0);
+    S.reapply = mc.resultShown(key);
     setupMicroSteps(result);
     window.__probelens.timings.displayMs = performance.now() - t0;
+    considerOffer();
     hooks.shown();
     applyPendingHash();
   }
@@ -795,6 +902,7 @@ export function startApp(host) {
       el.textContent = shown ? notes[where].join('\n') : '';
       el.hidden = !el.textContent;
     }
+    renderCompact();
   }
 
   // ---------------------------------------------------------------- selection & expansion
@@ -808,26 +916,21 @@ export function startApp(host) {
   /**
    * @param {Side} side graph side of the node
    * @param {number} i
-   * @param {'canvas' | 'outline' | 'api'} from
+   * @param {'canvas' | 'outline' | 'api' | 'refresh'} from `refresh`: the same node again after a change (picks stay)
    * @param {MouseEvent} [e] the click (Ctrl/Cmd: only pick the node for a manual match)
    */
   function select(side, i, from, e) {
     const m = S.models[side];
     if (!m || i < 0 || i >= m.n) return;
     if (e && (e.ctrlKey || e.metaKey) && S.result?.bench) {
-      S.pick[side] = i;
-      renderPicks();
+      mc.pickNode(side, i, 'ctrl');
       return;
     }
     if (!m.inStep(i)) setMicroStep(-1);
+    // The selected node becomes the match pick of its side (a matched node brings its counterpart,
+    // unless the other side holds a grey pick); moving in the outline with the keyboard picks nothing.
+    if (from !== 'refresh') mc.pickNode(side, i, from === 'outline' && !e ? 'keyboard' : 'click');
     S.selection = { side, index: i };
-    if (S.result?.bench) {
-      // The selected node becomes the match pick of its side; a matched node brings its counterpart.
-      S.pick[side] = i;
-      const peer = m.g.matched[i];
-      if (peer >= 0) S.pick[otherSide(side)] = peer;
-      renderPicks();
-    }
     if (m.reveal(i)) refresh(side);
     const pane = graphToPane(side);
     views[pane].selected = i;
@@ -921,13 +1024,14 @@ export function startApp(host) {
   }
   /** Empties a side's card (the *Clear* button; the next load has no folder on that side). @param {Side} side */
   function clearSource(side) {
-    S.sources[side] = null;
+    S.sources = { ...S.sources, [side]: null };
     showSource(side);
     setError(side);
   }
   for (const side of SIDES) {
     $(`${side}-clear`).addEventListener('click', () => {
       if (!S.sources[side]) return;
+      if (!confirmDiscard('Clear')) return;
       clearSource(side);
       load([side]);
     });
@@ -947,9 +1051,12 @@ export function startApp(host) {
       setError(side, `${src.label}: no msprobe .json files (dump.json, construct.json, stack.json) found`);
       return;
     }
+    if (!confirmDiscard('Choosing another folder')) return;
     const other = otherSide(side);
+    // The demo's mapping never applies to the user's folders (even after both demo sides were cleared).
+    if (S.sources[other]?.demo || S.sources[side]?.demo || S.mappings.some((m) => m.key === 'demo')) dropDemoMapping();
     if (S.sources[other]?.demo) clearSource(other);
-    S.sources[side] = src;
+    S.sources = { ...S.sources, [side]: src };
     showSource(side);
     load([side]);
   }
@@ -1010,8 +1117,7 @@ export function startApp(host) {
   }
   /** @param {MappingChoice} choice */
   function addMapping(choice) {
-    S.mappings = S.mappings.filter((m) => m.key !== choice.key);
-    S.mappings.push(choice);
+    S.mappings = [...S.mappings.filter((m) => m.key !== choice.key), choice];
     renderMappingSelect();
     mappingSelect.value = choice.key;
   }
@@ -1051,16 +1157,81 @@ export function startApp(host) {
   for (const id of ['opt-lm', 'opt-fm', 'opt-oc', 'step-select', 'rank-select', 'opt-rank-size', 'opt-tp', 'opt-pp', 'opt-vpp', 'opt-order']) {
     $(id).addEventListener('change', () => rerun());
   }
+  /** @type {string[]} the bundled templates */
+  let templateNames = [];
   host.listTemplates().then(
     (names) => {
-      for (const name of names) S.mappings.push({ key: `tpl:${name}`, name: `template: ${name}`, text: '' });
+      templateNames = names;
+      S.mappings = [...S.mappings, ...names.map((name) => ({ key: `tpl:${name}`, name: `template: ${name}`, text: '' }))];
       renderMappingSelect();
     },
     () => renderMappingSelect(),
   );
   renderMappingSelect();
 
-  $('demo-btn').addEventListener('click', () => loadDemo());
+  /**
+   * The demo's layer mapping is the demo's own: a user's folders are never compared under it. When
+   * the user's folder replaces the demo, the demo's mapping leaves the choices (and `-lm`, when it
+   * was on for it); a bundled template that fits the user's pair is offered instead (considerOffer).
+   */
+  function dropDemoMapping() {
+    const wasChosen = currentMapping()?.key === 'demo';
+    S.mappings = S.mappings.filter((m) => m.key !== 'demo');
+    renderMappingSelect();
+    if (wasChosen) {
+      mappingSelect.value = '';
+      /** @type {HTMLInputElement} */ ($('opt-lm')).checked = false;
+    }
+  }
+
+  // ---------------------------------------------------------------- template offer (controllers/frameworks.js)
+  const offers = createOfferController(store, client, (name) => host.getTemplate(name));
+  /**
+   * After a compare of the user's folders without a mapping: when the module names say which stacks
+   * the pair comes from (MindSpeed-LLM / MindSpeed-MM vs HF) and a bundled template fits, offer it in
+   * one click (controllers/frameworks.js); what it would match is counted in the background.
+   */
+  function considerOffer() {
+    const r = S.result;
+    const lm = /** @type {HTMLInputElement} */ ($('opt-lm')).checked;
+    const fuzzy = /** @type {HTMLInputElement} */ ($('opt-fm')).checked;
+    const users = S.mode === 'dump' && !S.applied.npu?.demo && !S.applied.bench?.demo;
+    offers.consider({
+      names: r?.bench && users ? { npu: r.npu.names, bench: r.bench.names } : null,
+      unmapped: !(lm && currentMapping()) && !fuzzy,
+      matchedNow: S.models.npu?.matchedCount ?? 0,
+      templates: templateNames,
+      runOptions: S.runOpts,
+    });
+  }
+  function renderOffer() {
+    const o = store.get().offer;
+    const el = $('template-offer');
+    el.hidden = !o;
+    if (!o) return;
+    el.dataset.template = o.template;
+    el.dataset.gain = o.gain === null ? '' : String(o.gain);
+    el.dataset.now = String(o.now);
+    const p = { npu: o.npu, bench: o.bench, template: o.template, now: o.now, gain: o.gain ?? '' };
+    const base = t('NPU looks like {npu}, Bench like {bench}: the bundled {template} fits this pair', p);
+    const text = o.gain === null
+      ? `${base} (${t('now {now} NPU nodes matched; counting what it would match…', p)})`
+      : o.gain < 0 ? `${base} (${t('now {now} NPU nodes matched', p)}).` : `${base}: ${t('it would match {gain} NPU nodes instead of {now}.', p)}`;
+    $('offer-text').textContent = text;
+    el.title = text;
+  }
+  store.subscribe(['offer'], renderOffer);
+  $('offer-accept').addEventListener('click', () => {
+    const template = offers.accept();
+    if (!template) return;
+    mappingSelect.value = `tpl:${template}`;
+    mappingSelect.dispatchEvent(new Event('change'));
+  });
+  $('offer-dismiss').addEventListener('click', () => offers.dismiss());
+
+  $('demo-btn').addEventListener('click', () => {
+    if (confirmDiscard('Demo')) loadDemo();
+  });
 
   async function loadDemo() {
     try {
@@ -1080,51 +1251,134 @@ export function startApp(host) {
     }
   }
 
-  // ---------------------------------------------------------------- splitter
-  const splitter = $('splitter');
-  splitter.addEventListener('pointerdown', (e) => {
-    splitter.setPointerCapture(e.pointerId);
-    const move = (/** @type {PointerEvent} */ ev) => {
-      const r = panesEl.getBoundingClientRect();
-      const pct = Math.min(85, Math.max(15, ((ev.clientX - r.left) / r.width) * 100));
-      panesEl.style.setProperty('--split', `${pct}%`);
-    };
-    const up = () => {
-      splitter.removeEventListener('pointermove', move);
-      splitter.removeEventListener('pointerup', up);
-    };
-    splitter.addEventListener('pointermove', move);
-    splitter.addEventListener('pointerup', up);
+  // ---------------------------------------------------------------- layout (controllers/layout.js)
+  // The graphs are the page: the load bar folds to one line once something is shown, the details
+  // are a drawer, the sidebar and the outlines can be hidden or resized; sizes are remembered.
+  const MINI = { w: 168 + 16, h: 118 + 16 };
+  /** @param {PageState['layout']} l */
+  function applyLayout(l) {
+    const body = document.body;
+    body.style.setProperty('--sidebar-w', `${l.sidebarW}px`);
+    body.style.setProperty('--details-h', `${l.detailsH}px`);
+    body.style.setProperty('--outline-w', `${l.outlineW}px`);
+    panesEl.style.setProperty('--split', `${l.split}%`);
+    body.dataset.detailsOpen = String(l.detailsOpen);
+    body.dataset.outlineOpen = String(l.outlineOpen);
+    const lb = $('loadbar');
+    lb.classList.toggle('compact', !l.loadOpen);
+    $('load-toggle').setAttribute('aria-expanded', String(l.loadOpen));
+    /** @type {HTMLElement} */ ($('load-toggle').querySelector('.tw')).textContent = l.loadOpen ? '▾' : '▸';
+    const sb = $('sidebar');
+    sb.hidden = !l.sidebarOpen;
+    $('sidebar-toggle').textContent = l.sidebarOpen ? '‹' : '›';
+    $('sidebar-toggle').setAttribute('aria-expanded', String(l.sidebarOpen));
+    $('details-toggle').setAttribute('aria-expanded', String(l.detailsOpen));
+    for (const b of Array.from(document.querySelectorAll('[data-act="outline"]'))) b.setAttribute('aria-pressed', String(l.outlineOpen));
+    /** @type {HTMLInputElement} */ ($('opt-minimap')).checked = l.minimapOpen;
+    for (const side of SIDES) {
+      minimaps[side].setEnabled(l.minimapOpen);
+      views[side].reserve = l.minimapOpen ? MINI : null;
+      miniButtons[side].textContent = l.minimapOpen ? '–' : t('map');
+      miniButtons[side].title = t(l.minimapOpen ? 'Hide the minimap' : 'Show the minimap');
+      miniButtons[side].style.right = l.minimapOpen ? `${8 + 1}px` : '8px';
+    }
+  }
+  /** @type {Record<Side, HTMLButtonElement>} */
+  const miniButtons = /** @type {any} */ ({});
+  for (const side of SIDES) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'minimap-toggle';
+    b.dataset.side = side;
+    b.addEventListener('click', () => lc.toggle('minimapOpen'));
+    /** @type {HTMLElement} */ ($(`${side}-canvas`).parentElement).append(b);
+    miniButtons[side] = b;
+  }
+  store.subscribe(['layout'], (st, prev) => {
+    applyLayout(st.layout);
+    // Fit again when the minimap's corner changed.
+    if (st.layout.minimapOpen !== prev.layout.minimapOpen) for (const side of SIDES) views[side].fit();
   });
-  splitter.addEventListener('keydown', (e) => {
-    if (e.key !== 'ArrowLeft' && e.key !== 'ArrowRight') return;
-    const cur = parseFloat(getComputedStyle(panesEl).getPropertyValue('--split')) || 50;
-    const pct = Math.min(85, Math.max(15, cur + (e.key === 'ArrowLeft' ? -3 : 3)));
-    panesEl.style.setProperty('--split', `${pct}%`);
-  });
+  applyLayout(store.get().layout);
 
-  // Horizontal splitter between the panes and the details panel.
-  const hsplit = $('hsplit');
-  /** @param {number} px height of the details panel */
-  const setDetailsHeight = (px) => {
-    const max = window.innerHeight - 260;
-    document.body.style.setProperty('--details-h', `${Math.max(80, Math.min(max, px))}px`);
-  };
-  hsplit.addEventListener('pointerdown', (e) => {
-    hsplit.setPointerCapture(e.pointerId);
-    const move = (/** @type {PointerEvent} */ ev) => setDetailsHeight(window.innerHeight - ev.clientY);
-    const up = () => {
-      hsplit.removeEventListener('pointermove', move);
-      hsplit.removeEventListener('pointerup', up);
+  $('load-toggle').addEventListener('click', () => lc.toggle('loadOpen'));
+  $('load-compact').addEventListener('click', () => lc.toggle('loadOpen', true));
+  $('details-toggle').addEventListener('click', () => lc.toggle('detailsOpen'));
+  $('sidebar-toggle').addEventListener('click', () => lc.toggle('sidebarOpen'));
+  $('opt-minimap').addEventListener('change', () => lc.toggle('minimapOpen', /** @type {HTMLInputElement} */ ($('opt-minimap')).checked));
+
+  /**
+   * A drag handle: pointer drags and arrow keys change one size.
+   * @param {HTMLElement} handle @param {(ev: PointerEvent) => number} at the size for a pointer position
+   * @param {'sidebarW' | 'detailsH' | 'split' | 'outlineW'} key @param {[string, string, number]} keys decrease key, increase key, step
+   */
+  function dragSize(handle, at, key, keys) {
+    handle.addEventListener('pointerdown', (e) => {
+      handle.setPointerCapture(e.pointerId);
+      const move = (/** @type {PointerEvent} */ ev) => lc.set({ [key]: at(ev) });
+      const up = () => {
+        handle.removeEventListener('pointermove', move);
+        handle.removeEventListener('pointerup', up);
+      };
+      handle.addEventListener('pointermove', move);
+      handle.addEventListener('pointerup', up);
+    });
+    handle.addEventListener('keydown', (e) => {
+      if (e.key !== keys[0] && e.key !== keys[1]) return;
+      e.preventDefault();
+      lc.set({ [key]: store.get().layout[key] + (e.key === keys[0] ? -keys[2] : keys[2]) });
+    });
+  }
+  dragSize($('splitter'), (ev) => {
+    const r = panesEl.getBoundingClientRect();
+    return ((ev.clientX - r.left) / r.width) * 100;
+  }, 'split', ['ArrowLeft', 'ArrowRight', 3]);
+  dragSize($('hsplit'), (ev) => Math.min(window.innerHeight - 200, window.innerHeight - ev.clientY), 'detailsH', ['ArrowDown', 'ArrowUp', 30]);
+  dragSize($('sidebar-resize'), (ev) => ev.clientX - $('sidebar').getBoundingClientRect().left, 'sidebarW', ['ArrowLeft', 'ArrowRight', 20]);
+  $('hsplit').addEventListener('dblclick', () => lc.toggle('detailsOpen'));
+  for (const h of /** @type {HTMLElement[]} */ (Array.from(document.querySelectorAll('.oresize')))) {
+    const outline = $(`${h.dataset.side}-outline`);
+    dragSize(h, (ev) => ev.clientX - outline.getBoundingClientRect().left, 'outlineW', ['ArrowLeft', 'ArrowRight', 20]);
+  }
+
+  /** The folded load bar's line: what is loaded, marked when it is the demo. */
+  function renderCompact() {
+    const el = $('load-compact');
+    el.replaceChildren();
+    /** @param {string} label @param {Source | null} src */
+    const part = (label, src) => {
+      const sp = document.createElement('span');
+      sp.textContent = `${t(label)}: ${src ? src.label : '—'}`;
+      el.append(sp);
+      if (src?.demo) {
+        const tag = document.createElement('span');
+        tag.className = 'demo-tag';
+        tag.textContent = t('demo');
+        el.append(tag);
+      }
     };
-    hsplit.addEventListener('pointermove', move);
-    hsplit.addEventListener('pointerup', up);
-  });
-  hsplit.addEventListener('keydown', (e) => {
-    if (e.key !== 'ArrowUp' && e.key !== 'ArrowDown') return;
-    e.preventDefault();
-    setDetailsHeight($('details').getBoundingClientRect().height + (e.key === 'ArrowUp' ? 30 : -30));
-  });
+    if (S.mode === 'vis' && S.vis) {
+      el.textContent = `${t('msprobe output')}: ${S.vis.name}`;
+      return;
+    }
+    part('NPU', S.applied.npu);
+    el.append(' ⇄ ');
+    part('Bench', S.applied.bench);
+    // Notes on the cards (warnings naming a side's file or the mapping) are folded away with them: say so.
+    const notes = ['npu', 'bench', 'mapping'].filter((w) => !$(`${w}-warn`).hidden).length;
+    if (notes) {
+      const w = document.createElement('span');
+      w.className = 'compact-warn';
+      w.textContent = ` · ⚠ ${t('notes on the inputs: open them')}`;
+      el.append(w);
+    }
+  }
+  /** After a load: fold the inputs (unless a message on them needs reading). */
+  function foldInputs() {
+    renderCompact();
+    const msg = ['npu', 'bench', 'mapping', 'vis', 'parallel'].some((w) => !$(`${w}-error`).hidden);
+    if (!msg) lc.toggle('loadOpen', false);
+  }
 
   // ---------------------------------------------------------------- mode (dump folders / msprobe file)
   /** @param {'dump' | 'vis'} mode */
@@ -1166,7 +1420,7 @@ export function startApp(host) {
         npu: { kind: /** @type {'steps' | 'ranks' | 'files'} */ (meta.steps.length > 1 ? 'steps' : meta.ranks.length > 1 ? 'ranks' : 'files'), steps: meta.steps, ranks: meta.ranks },
         bench: null,
       };
-      S.layout = layout;
+      S.runLayout = layout;
       // A new file starts at its first step and rank.
       for (const id of ['step-select', 'rank-select']) $(id).replaceChildren();
       updateSelectors(layout);
@@ -1178,6 +1432,7 @@ export function startApp(host) {
       const result = unpackRunResult(await client.request({ type: 'runVis', step: visStep(), rank: visRank() }));
       if (seq !== S.loadSeq) return;
       display(result);
+      foldInputs();
     } catch (e) {
       if (seq !== S.loadSeq || (e instanceof CoreError && e.cancelled)) return;
       const msg = e instanceof Error ? e.message : String(e);
@@ -1225,7 +1480,7 @@ export function startApp(host) {
   $('vis-file').addEventListener('change', () => {
     const input = /** @type {HTMLInputElement} */ ($('vis-file'));
     const f = input.files?.[0];
-    if (f) openVis(f);
+    if (f && confirmDiscard('Opening a .vis.db')) openVis(f);
     input.value = '';
   });
   $('vis-card').addEventListener('dragover', (e) => {
@@ -1237,7 +1492,7 @@ export function startApp(host) {
     e.preventDefault();
     $('vis-card').classList.remove('drop-hover');
     const f = e.dataTransfer?.files?.[0];
-    if (f) openVis(f);
+    if (f && confirmDiscard('Opening a .vis.db')) openVis(f);
   });
 
   // ---------------------------------------------------------------- micro steps
@@ -1439,7 +1694,7 @@ export function startApp(host) {
     msg.dataset.node = name;
   });
 
-  // ---------------------------------------------------------------- manual match
+  // ---------------------------------------------------------------- manual match (controllers/manual.js)
   const pairsList = new NodeList($('pairs-box'), 'pairs', {
     label: (i) => `${S.result?.npu.names[i] ?? ''} ⇄ ${S.result?.bench?.names[S.manual.get(i) ?? -1] ?? ''}`,
     color: (i) => listFns('npu').color(i),
@@ -1447,14 +1702,18 @@ export function startApp(host) {
   }, (n, pos) => (pos >= 0 ? t('{pos} of {n}', { pos: pos + 1, n }) : t(n === 1 ? '{n} manual pair' : '{n} manual pairs', { n })));
 
   /** @param {string} text @param {boolean} [err] */
-  function matchMsg(text, err = false) {
-    const el = $('match-msg');
-    el.textContent = text;
-    el.classList.toggle('err', err);
-  }
+  const matchMsg = (text, err = false) => mc.say(text, err);
+  const canMatch = () => mc.canMatch();
 
-  function canMatch() {
-    return S.mode === 'dump' && !!S.result?.bench && S.result.graphType === 'compare' && S.sessionGen === client.generation;
+  /** Why manual matching cannot work on the shown result, or null. */
+  function matchBlockedReason() {
+    // A .vis.db of statistics or md5: the pair is re-compared from the statistics the file stores.
+    if (S.mode === 'vis') return S.vis?.whyNotMatch ?? null;
+    if (S.result && S.result.bench && S.sessionGen !== client.generation) return t('The core was restarted: reload the folders to match by hand.');
+    return null;
+  }
+  function updateMatchBlocked() {
+    store.set({ matchBlocked: S.result?.bench ? matchBlockedReason() : null });
   }
 
   function renderPicks() {
@@ -1471,74 +1730,55 @@ export function startApp(host) {
         outlines[side].render();
       }
     }
-    renderMatchButtons();
   }
 
   function renderMatchButtons() {
     const ok = canMatch();
     const r = S.result;
-    const { npu, bench } = S.pick;
-    /** @type {HTMLButtonElement} */ ($('match-btn')).disabled =
-      !ok || npu < 0 || bench < 0 || !r || r.npu.matched[npu] === bench;
+    const recursive = /** @type {HTMLInputElement} */ ($('match-recursive')).checked;
+    const plan = mc.preview(recursive);
+    /** @type {HTMLButtonElement} */ ($('match-btn')).disabled = !ok || !plan.ok || S.matching;
+    $('match-btn').title = plan.text;
+    const blocked = store.get().matchBlocked;
+    $('match-hint').hidden = !!blocked;
+    const pv = $('match-preview');
+    pv.textContent = r?.bench ? plan.text : '';
+    pv.classList.toggle('blocked', !plan.ok);
     const sel = S.selection;
     const g = sel && r ? (sel.side === 'npu' ? r.npu : r.bench) : null;
     /** @type {HTMLButtonElement} */ ($('unmatch-btn')).disabled = !ok || !sel || !g || g.matched[sel.index] < 0;
     /** @type {HTMLButtonElement} */ ($('undo-btn')).disabled = !ok || !S.history.undo.length;
     /** @type {HTMLButtonElement} */ ($('redo-btn')).disabled = !ok || !S.history.redo.length;
     /** @type {HTMLButtonElement} */ ($('match-save')).disabled = !ok || !S.manual.size;
+    $('match-save-db').hidden = !(S.mode === 'vis' && S.vis?.kind === 'db');
+    /** @type {HTMLButtonElement} */ ($('match-save-db')).disabled = !ok || !S.history.undo.length;
     /** @type {HTMLInputElement} */ ($('match-load')).disabled = !ok;
+    for (const id of ['unmatch-btn', 'undo-btn', 'redo-btn', 'match-save']) $(id).title = blocked ?? $(id).dataset.tip ?? '';
     $('match-tool').dataset.manual = String(S.manual.size);
     $('match-tool').dataset.undo = String(S.history.undo.length);
     $('match-tool').dataset.redo = String(S.history.redo.length);
   }
+  for (const id of ['unmatch-btn', 'undo-btn', 'redo-btn', 'match-save']) $(id).dataset.tip = $(id).title;
 
   function renderPairs() {
     pairsList.setItems(Int32Array.from([...S.manual.keys()].sort((a, b) => a - b)));
   }
 
-  /** Clears the tools' state for a new result. */
-  function resetTools() {
-    S.pick = { npu: -1, bench: -1 };
-    S.manual = new Map();
-    S.history = { undo: [], redo: [] };
-    S.nameIndex = null;
-    matchMsg('');
-    $('diverge-msg').textContent = '';
-    $('diverge-msg').dataset.node = '';
-    $('export-msg').textContent = '';
-    renderPicks();
-    renderPairs();
-    runSearch();
-    filterList.pos = -1;
-    runFilter();
-  }
+  store.subscribe(['pick', 'result'], renderPicks);
+  store.subscribe(['pick', 'manual', 'history', 'matching', 'selection', 'result', 'matchBlocked', 'resultVersion'], renderMatchButtons);
+  store.subscribe(['manual', 'result'], renderPairs);
+  store.subscribe(['matchMsg'], (st) => {
+    const el = $('match-msg');
+    el.textContent = st.matchMsg.text;
+    el.classList.toggle('err', st.matchMsg.err);
+  });
+  $('match-recursive').addEventListener('change', renderMatchButtons);
 
-  /**
-   * Applies a change list of the core to the displayed result: columns, classes, counts, lists.
-   * @param {import('./protocol.js').Changes} ch
-   */
-  function applyChanges(ch) {
+  // The shown result's columns changed in place (a match operation): counts, colours, lists, details.
+  store.subscribe(['resultVersion'], () => {
     const r = S.result;
     const c = S.classes;
-    if (!r || !r.bench || !c || !c.bench) return;
-    const g = r.npu;
-    const b = r.bench;
-    const nRanged = c.bins.length - 2;
-    for (const [i, p, m] of ch.npu) {
-      g.precision[i] = p === null ? NaN : p;
-      g.matched[i] = m;
-    }
-    for (const [j, , m] of ch.bench) b.matched[j] = m;
-    /** @type {Set<number>} */
-    const benchTouched = new Set(ch.bench.map((x) => x[0]));
-    for (const [i] of ch.npu) {
-      c.npu[i] = g.matched[i] < 0 ? c.unmatched : binOf(c.bins, nRanged, g.precision[i], c.none);
-      if (g.matched[i] >= 0) benchTouched.add(g.matched[i]);
-    }
-    for (const j of benchTouched) {
-      const m = b.matched[j];
-      c.bench[j] = m < 0 ? c.unmatched : Number.isFinite(b.precision[j]) ? binOf(c.bins, nRanged, b.precision[j], c.none) : c.npu[m];
-    }
+    if (!r || !c) return;
     for (const side of SIDES) {
       const m = S.models[side];
       if (!m) continue;
@@ -1551,128 +1791,48 @@ export function startApp(host) {
     renderSummary(r, c, true);
     runFilter();
     if (S.selection) {
-      // The counterpart may have changed: select again (keeps the view) and reload the details.
+      // The counterpart may have changed: select again (keeps the view and the picks) and reload the details.
       const { side, index } = S.selection;
-      select(side, index, 'canvas');
+      select(side, index, 'refresh');
     }
     hooks.changed();
+  });
+
+  /** Clears the tools' state for a new result (the hand-made pairs: see `mc.resultShown`). */
+  function resetTools() {
+    S.nameIndex = null;
+    $('diverge-msg').textContent = '';
+    $('diverge-msg').dataset.node = '';
+    $('export-msg').textContent = '';
+    runSearch();
+    filterList.pos = -1;
+    runFilter();
   }
 
-  /**
-   * Sends operations to the core as one step and applies the answer.
-   * @param {import('./protocol.js').MatchOp[]} ops
-   * @param {string} label
-   * @returns {Promise<HistoryEntry | null>}
-   */
-  async function runOps(ops, label) {
-    const r = S.result;
-    if (!ops.length || !r || !r.bench) return null;
-    const ch = /** @type {import('./protocol.js').Changes} */ (await client.request({ type: 'match', ops }));
-    if (S.result !== r) return null;
-    /** @type {HistoryEntry} */
-    const entry = { label, npu: new Map(), bench: new Map(), manualBefore: new Map(S.manual), manualAfter: new Map() };
-    for (const [i, p, m] of ch.npu) entry.npu.set(i, [r.npu.matched[i], m, r.npu.precision[i], p === null ? NaN : p]);
-    for (const [j, , m] of ch.bench) entry.bench.set(j, [r.bench.matched[j], m]);
-    applyChanges(ch);
-    return entry;
-  }
-
-  /** Updates the hand-made pairs after a user operation. @param {HistoryEntry} entry */
-  function updateManual(entry) {
-    const r = /** @type {RunResult} */ (S.result);
-    for (const [i, [oldM, newM]] of entry.npu) {
-      if (newM >= 0 && newM !== oldM) S.manual.set(i, newM);
-    }
-    for (const [i, b] of [...S.manual]) if (r.npu.matched[i] !== b) S.manual.delete(i);
-    entry.manualAfter = new Map(S.manual);
-  }
-
-  /**
-   * @param {import('./protocol.js').MatchOp[]} ops
-   * @param {string} label
-   */
-  async function userOps(ops, label) {
-    if (!canMatch() || S.matching) return null;
-    S.matching = true;
-    try {
-      const entry = await runOps(ops, label);
-      if (!entry) return null;
-      updateManual(entry);
-      if (entry.npu.size || entry.bench.size) {
-        S.history.undo.push(entry);
-        S.history.redo = [];
-      }
-      renderPairs();
-      return entry;
-    } catch (e) {
-      matchMsg(e instanceof Error ? e.message : String(e), true);
-      return null;
-    } finally {
-      S.matching = false;
-      renderMatchButtons();
-    }
-  }
+  /** @param {import('./protocol.js').MatchOp[]} ops @param {string} label */
+  const userOps = (ops, label) => mc.userOps(ops, label);
 
   async function doMatch() {
-    const { npu, bench } = S.pick;
-    if (/** @type {HTMLButtonElement} */ ($('match-btn')).disabled) return;
+    const { npu } = S.pick;
     const recursive = /** @type {HTMLInputElement} */ ($('match-recursive')).checked;
-    const entry = await userOps([{ op: 'match', npu, bench, recursive }], 'match');
-    if (!entry) return;
-    const linked = [...entry.npu.values()].filter(([o, n]) => n >= 0 && n !== o).length;
-    matchMsg(t('Matched {n} NPU node(s).', { n: linked }));
-    select('npu', npu, 'api');
+    if (S.matching) return;
+    const entry = await mc.match(recursive);
+    if (entry) select('npu', npu, 'refresh');
   }
 
   async function doUnmatch() {
     const sel = S.selection;
-    if (!sel || /** @type {HTMLButtonElement} */ ($('unmatch-btn')).disabled) return;
-    const entry = await userOps([{ op: 'unmatch', side: sel.side, index: sel.index }], 'unmatch');
-    if (entry) matchMsg(t('Unmatched.'));
-  }
-
-  /**
-   * Brings the changed nodes of a history entry back to one of its two states.
-   * @param {HistoryEntry} entry @param {0 | 1} want 0: before the operation, 1: after
-   */
-  async function restore(entry, want) {
-    const r = /** @type {RunResult} */ (S.result);
-    const g = r.npu;
-    const b = /** @type {import('./protocol.js').Graph} */ (r.bench);
-    /** @type {import('./protocol.js').MatchOp[]} */
-    const ops = [];
-    for (const [i, v] of entry.npu) if (g.matched[i] >= 0 && g.matched[i] !== v[want]) ops.push({ op: 'unmatch', side: 'npu', index: i });
-    for (const [j, v] of entry.bench) if (b.matched[j] >= 0 && b.matched[j] !== v[want]) ops.push({ op: 'unmatch', side: 'bench', index: j });
-    for (const [i, v] of entry.npu) if (v[want] >= 0 && g.matched[i] !== v[want]) ops.push({ op: 'match', npu: i, bench: v[want], recursive: false });
-    await runOps(ops, want ? 'redo' : 'undo');
-    S.manual = new Map(want ? entry.manualAfter : entry.manualBefore);
-    let differ = 0;
-    const same = (/** @type {number} */ x, /** @type {number} */ y) => x === y || (Number.isNaN(x) && Number.isNaN(y));
-    for (const [i, v] of entry.npu) if (g.matched[i] !== v[want] || !same(g.precision[i], v[want + 2])) differ++;
-    for (const [j, v] of entry.bench) if (b.matched[j] !== v[want]) differ++;
-    return differ;
+    if (!sel) return;
+    if (/** @type {HTMLButtonElement} */ ($('unmatch-btn')).disabled) {
+      const blocked = store.get().matchBlocked;
+      if (blocked) matchMsg(blocked, true);
+      return;
+    }
+    await mc.unmatch(sel.side, sel.index);
   }
 
   /** @param {boolean} redo */
-  async function undoRedo(redo) {
-    if (!canMatch() || S.matching) return;
-    const from = redo ? S.history.redo : S.history.undo;
-    const to = redo ? S.history.undo : S.history.redo;
-    const entry = from.pop();
-    if (!entry) return;
-    S.matching = true;
-    try {
-      const differ = await restore(entry, redo ? 1 : 0);
-      to.push(entry);
-      matchMsg(differ ? t('Could not restore exactly: {n} node(s) differ.', { n: differ }) : t(redo ? 'Redone: {label}.' : 'Undone: {label}.', { label: t(entry.label) }), differ > 0);
-      renderPairs();
-    } catch (e) {
-      matchMsg(e instanceof Error ? e.message : String(e), true);
-    } finally {
-      S.matching = false;
-      renderMatchButtons();
-    }
-  }
+  const undoRedo = (redo) => mc.undoRedo(redo);
 
   function nameIndex() {
     if (!S.nameIndex && S.result) {
@@ -1683,14 +1843,10 @@ export function startApp(host) {
   }
 
   function saveManual() {
-    const r = S.result;
-    if (!r || !r.bench || !S.manual.size) return;
-    /** @type {Record<string, string>} */
-    const out = {};
-    for (const [i, j] of [...S.manual].sort((a, b) => a[0] - b[0])) out[r.npu.names[i]] = r.bench.names[j];
+    if (!S.result?.bench || !S.manual.size) return;
     const step = /** @type {HTMLSelectElement} */ ($('step-select')).value || '0';
     const rank = /** @type {HTMLSelectElement} */ ($('rank-select')).value || '0';
-    download(new Blob([JSON.stringify(out, null, 2) + '\n'], { type: 'application/json' }), `probelens_${step}_${rank}.vis.config`);
+    download(new Blob([mc.configText()], { type: 'application/json' }), `probelens_${step}_${rank}.vis.config`);
     matchMsg(t('Saved {n} manual pair(s).', { n: S.manual.size }));
   }
 
@@ -1703,29 +1859,38 @@ export function startApp(host) {
       matchMsg(t('{file}: not a JSON file ({msg})', { file: file.name, msg: e instanceof Error ? e.message : String(e) }), true);
       return;
     }
-    if (!obj || typeof obj !== 'object' || Array.isArray(obj)) {
-      matchMsg(t('{file}: expected a JSON object {npu node: bench node}', { file: file.name }), true);
-      return;
-    }
-    const idx = nameIndex();
-    if (!idx) return;
-    /** @type {import('./protocol.js').MatchOp[]} */
-    const ops = [];
-    let missing = 0;
-    for (const [n, b] of Object.entries(obj)) {
-      const i = idx.npu.get(n);
-      const j = typeof b === 'string' ? idx.bench.get(b) : undefined;
-      if (i === undefined || j === undefined) missing++;
-      else ops.push({ op: 'match', npu: i, bench: j, recursive: false });
-    }
-    if (!ops.length) {
-      matchMsg(t('{file}: none of its {n} pair(s) name nodes of this result.', { file: file.name, n: missing }), true);
-      return;
-    }
-    const entry = await userOps(ops, 'load');
-    if (entry) matchMsg(t('Applied {ok} pair(s) from {file}; {bad} not found.', { ok: ops.length, file: file.name, bad: missing }), missing > 0);
+    await mc.loadConfig(obj, file.name);
   }
 
+  /**
+   * Before an action that would drop the hand-made pairs for good (other folders, the demo, a
+   * msprobe file): asks, naming how many. Pairs of other steps/ranks count too (kept by name).
+   * @param {string} action what the user did, for the question
+   */
+  function confirmDiscard(action) {
+    const shown = S.manual.size;
+    let kept = 0;
+    for (const [k, v] of store.get().kept) if (k !== store.get().runKey) kept += v.length;
+    const n = shown + kept;
+    if (!n) return true;
+    const ok = window.confirm(t('{action} discards your {n} manual match(es). Save them first with Manual match → Save (.vis.config). Discard them?', { action: t(action), n }));
+    if (ok) mc.forgetAll();
+    return ok;
+  }
+
+  /** The opened .vis.db with the manual matches made on it, downloaded (the file itself is not changed). */
+  async function saveVisDb() {
+    if (S.mode !== 'vis' || S.vis?.kind !== 'db') return;
+    try {
+      const { bytes } = await client.request({ type: 'exportVis' });
+      const name = S.vis.name.replace(/\.gz$/, '').replace(/(\.vis)?\.db$/, '') + '.matched.vis.db';
+      download(new Blob([bytes], { type: 'application/vnd.sqlite3' }), name);
+      matchMsg(t('Saved {file} with {n} manual pair(s).', { file: name, n: S.manual.size }));
+    } catch (e) {
+      matchMsg(e instanceof Error ? e.message : String(e), true);
+    }
+  }
+  $('match-save-db').addEventListener('click', () => saveVisDb());
   $('match-btn').addEventListener('click', () => doMatch());
   $('unmatch-btn').addEventListener('click', () => doUnmatch());
   $('undo-btn').addEventListener('click', () => undoRedo(false));
@@ -1801,29 +1966,17 @@ export function startApp(host) {
     if (!r0 || S.mode !== 'dump') return null;
     const before = matchCounts();
     /** @type {[string, string][]} */
-    const pairs = r0.bench ? [...S.manual].map(([i, j]) => [r0.npu.names[i], /** @type {import('./protocol.js').Graph} */ (r0.bench).names[j]]) : [];
     addMapping({ key: 'editor', name: `editor: ${name}`, text });
     /** @type {HTMLInputElement} */ ($('opt-lm')).checked = true;
     const t0 = performance.now();
+    // The re-run re-applies the hand-made pairs of this step and rank by name (display → mc.resultShown).
     await rerun();
     const runMs = performance.now() - t0;
     const r = S.result;
     if (!r || r === r0 || currentMapping()?.key !== 'editor') return null;
-    const idx = nameIndex();
-    /** @type {import('./protocol.js').MatchOp[]} */
-    const ops = [];
-    let already = 0;
-    let missing = 0;
-    for (const [n, b] of pairs) {
-      const i = idx?.npu.get(n);
-      const j = idx?.bench.get(b);
-      if (i === undefined || j === undefined) missing++;
-      else if (r.npu.matched[i] === j) already++;
-      else ops.push({ op: 'match', npu: i, bench: j, recursive: false });
-    }
-    if (ops.length) await userOps(ops, 're-apply manual matches');
+    const re = await S.reapply;
     if (S.result !== r) return null;
-    return { before, after: matchCounts(), runMs, reapplied: ops.length, already, missing };
+    return { before, after: matchCounts(), runMs, ...re };
   }
 
   /** Reveals a node in its pane without selecting it. @param {Side} side @param {number} i */
@@ -1844,13 +1997,9 @@ export function startApp(host) {
     result: () => (S.mode === 'dump' && S.sessionGen === client.generation ? S.result : null),
     busy: () => S.running || S.matching,
     canMatch,
+    whyNot: () => store.get().matchBlocked ?? (store.get().matchMsg.text || t('Manual matching needs a compare result (two sides).')),
     fuzzy: () => /** @type {HTMLInputElement} */ ($('opt-fm')).checked,
-    manualPairs: () => {
-      const r = S.result;
-      if (!r || !r.bench) return [];
-      const b = r.bench;
-      return [...S.manual].sort((x, y) => x[0] - y[0]).map(([i, j]) => /** @type {[string, string]} */ ([r.npu.names[i], b.names[j]]));
-    },
+    manualPairs: () => mc.pairsByName(),
     mappingChoice: () => {
       const c = currentMapping();
       return c ? { key: c.key, name: c.name.replace(/^[a-z]+: /, ''), text: c.text } : null;
@@ -1860,8 +2009,7 @@ export function startApp(host) {
     counts: matchCounts,
     showPair: (npu, bench) => {
       select('npu', npu, 'api');
-      S.pick.bench = bench;
-      renderPicks();
+      mc.setPicks({ npu, bench });
       revealNode('bench', bench);
     },
     download,
@@ -1886,7 +2034,7 @@ export function startApp(host) {
     } else if (!S.running) $('summary').textContent = t('No data loaded.');
     if (S.mode === 'dump') for (const side of SIDES) showSource(side);
     renderMappingSelect();
-    if (S.layout) updateSelectors(S.layout);
+    if (S.runLayout) updateSelectors(S.runLayout);
     const micro = /** @type {HTMLSelectElement} */ ($('micro-select')).querySelector('option[value="-1"]');
     if (micro) micro.textContent = t('all');
     searchList.updateCount();
@@ -1916,17 +2064,6 @@ export function startApp(host) {
     if (!helpPop.hidden && !helpPop.contains(tgt) && tgt !== $('help-btn')) toggleHelp(false);
   });
 
-  $('sidebar-toggle').addEventListener('click', () => {
-    const sb = $('sidebar');
-    sb.hidden = !sb.hidden;
-    $('sidebar-toggle').textContent = sb.hidden ? '›' : '‹';
-    $('sidebar-toggle').setAttribute('aria-expanded', sb.hidden ? 'false' : 'true');
-  });
-
-  $('opt-minimap').addEventListener('change', () => {
-    const on = /** @type {HTMLInputElement} */ ($('opt-minimap')).checked;
-    for (const side of SIDES) minimaps[side].setEnabled(on);
-  });
 
   // ---------------------------------------------------------------- keyboard
   /** The pane under the pointer, else the pane of the selection, else the NPU pane. @returns {Side} */
@@ -1962,7 +2099,7 @@ export function startApp(host) {
     switch (e.key) {
       case '/':
         e.preventDefault();
-        if ($('sidebar').hidden) $('sidebar-toggle').click();
+        if (!store.get().layout.sidebarOpen) lc.toggle('sidebarOpen', true);
         searchInput.focus();
         searchInput.select();
         return;
@@ -1998,25 +2135,7 @@ export function startApp(host) {
 
   // ---------------------------------------------------------------- URL hash (view state)
   /** @returns {HashState | null} */
-  function readHash() {
-    const h = location.hash.replace(/^#/, '');
-    if (!h) return null;
-    const p = new URLSearchParams(h);
-    const num = (/** @type {string} */ k) => (p.has(k) && Number.isInteger(Number(p.get(k))) ? Number(p.get(k)) : undefined);
-    /** @type {HashState} */
-    const st = { lang: p.get('lang') ?? undefined, step: num('step'), rank: num('rank'), micro: num('micro'), open: {} };
-    const sel = p.get('sel');
-    if (sel && /^(npu|bench):/.test(sel)) {
-      const k = sel.indexOf(':');
-      st.sel = { side: /** @type {Side} */ (sel.slice(0, k)), name: sel.slice(k + 1) };
-    }
-    for (const [key, side] of /** @type {[string, Side][]} */ ([['on', 'npu'], ['ob', 'bench']])) {
-      const v = p.get(key);
-      if (v === '*') st.open[side] = '*';
-      else if (v) st.open[side] = v.split(',').filter(Boolean);
-    }
-    return st;
-  }
+  const readHash = () => parseHash(location.hash);
 
   let hashTimer = 0;
   let lastHash = '';
@@ -2025,18 +2144,17 @@ export function startApp(host) {
     clearTimeout(hashTimer);
     hashTimer = window.setTimeout(() => {
       if (S.restoring) return;
-      const p = new URLSearchParams();
-      p.set('lang', getLang());
+      /** @type {Parameters<typeof buildHash>[0]} */
+      const v = { lang: getLang(), open: {}, all: {} };
       if (S.result) {
-        if (!$('step-wrap').hidden) p.set('step', /** @type {HTMLSelectElement} */ ($('step-select')).value);
-        if (!$('rank-wrap').hidden) p.set('rank', /** @type {HTMLSelectElement} */ ($('rank-select')).value);
-        const micro = S.models.npu?.micro ?? -1;
-        if (micro >= 0) p.set('micro', String(micro));
+        if (!$('step-wrap').hidden) v.step = /** @type {HTMLSelectElement} */ ($('step-select')).value;
+        if (!$('rank-wrap').hidden) v.rank = /** @type {HTMLSelectElement} */ ($('rank-select')).value;
+        v.micro = S.models.npu?.micro ?? -1;
         if (S.selection) {
           const g = S.selection.side === 'npu' ? S.result.npu : S.result.bench;
-          if (g) p.set('sel', `${S.selection.side}:${g.names[S.selection.index]}`);
+          if (g) v.sel = { side: S.selection.side, name: g.names[S.selection.index] };
         }
-        for (const [key, side] of /** @type {[string, Side][]} */ ([['on', 'npu'], ['ob', 'bench']])) {
+        for (const side of SIDES) {
           const m = S.models[side];
           if (!m) continue;
           const open = [];
@@ -2046,11 +2164,11 @@ export function startApp(host) {
             if (m.expanded[i]) open.push(m.g.names[i]);
             else all = false;
           }
-          if (all && open.length) p.set(key, '*');
-          else if (open.length && open.length <= 400) p.set(key, open.join(','));
+          /** @type {any} */ (v.open)[side] = open;
+          /** @type {any} */ (v.all)[side] = all;
         }
       }
-      lastHash = `#${p.toString()}`;
+      lastHash = buildHash(v);
       if (location.hash !== lastHash) history.replaceState(null, '', lastHash);
     }, 150);
   }

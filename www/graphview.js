@@ -41,6 +41,9 @@ export class GraphView {
     this.cssW = 0;
     this.cssH = 0;
     this.dpr = 1;
+    /** the corner the minimap covers (CSS px from the top right; null: none): fit leaves it clear */
+    /** @type {{w: number, h: number} | null} */
+    this.reserve = null;
     /** statistics of the last frame (for tests and the perf check) */
     this.stats = { drawn: 0, ms: 0 };
     /** @type {boolean[]} */
@@ -121,10 +124,37 @@ export class GraphView {
     m.layout(0);
     const W = this.cssW || this.canvas.clientWidth || 400;
     const H = this.cssH || this.canvas.clientHeight || 300;
-    const s = Math.min((W - 24) / m.w[0], (H - 24) / m.h[0], 1.5);
-    this.scale = Math.max(1e-4, s);
-    this.tx = (W - m.w[0] * this.scale) / 2;
-    this.ty = Math.max(12, (H - m.h[0] * this.scale) / 2);
+    const gw = m.w[0];
+    const gh = m.h[0];
+    const fitIn = (/** @type {number} */ w, /** @type {number} */ h) => Math.max(1e-4, Math.min((w - 24) / gw, (h - 24) / gh, 1.5));
+    let s = fitIn(W, H);
+    let x0 = 0;
+    let y0 = 0;
+    let w = W;
+    let h = H;
+    const r = this.reserve;
+    if (r) {
+      // The graph must stay clear of the minimap's corner: fit it beside the minimap or below it,
+      // whichever leaves it larger (unless it is clear anyway when centred).
+      const tx = (W - gw * s) / 2;
+      const ty = Math.max(12, (H - gh * s) / 2);
+      const overlaps = tx + gw * s > W - r.w && ty < r.h;
+      if (overlaps) {
+        const beside = fitIn(W - r.w, H);
+        const below = fitIn(W, H - r.h);
+        if (beside >= below) {
+          s = beside;
+          w = W - r.w;
+        } else {
+          s = below;
+          y0 = r.h;
+          h = H - r.h;
+        }
+      }
+    }
+    this.scale = s;
+    this.tx = x0 + (w - gw * s) / 2;
+    this.ty = y0 + Math.max(12, (h - gh * s) / 2);
     this.invalidate();
   }
 
@@ -139,13 +169,17 @@ export class GraphView {
     m.layout(0);
     const { x, y } = m.absPos(i);
     if (m.h[i] * this.scale < 14) this.scale = Math.min(1.2, Math.max(this.scale, 14 / L.rowH));
+    const margin = 24;
+    // A box wider than the pane: zoom out so that it fits (not below a readable size).
+    const room = this.cssW - 2 * margin;
+    if (m.w[i] * this.scale > room && room > 0) this.scale = Math.max(Math.min(this.scale, room / m.w[i]), 0.35);
     const sx = x * this.scale + this.tx;
     const sy = y * this.scale + this.ty;
     const sw = m.w[i] * this.scale;
     const sh = Math.min(m.h[i], L.rowH * 3) * this.scale;
-    const margin = 24;
-    if (sx < margin || sx + Math.min(sw, this.cssW / 2) > this.cssW - margin || sy < margin || sy + sh > this.cssH - margin) {
-      this.tx = this.cssW / 2 - (x + Math.min(m.w[i], this.cssW / this.scale / 2) / 2) * this.scale;
+    if (sx < margin || sx + sw > this.cssW - margin || sy < margin || sy + sh > this.cssH - margin) {
+      // Centre the node (its whole width; its head when it is taller than a few rows).
+      this.tx = this.cssW / 2 - (x + m.w[i] / 2) * this.scale;
       this.ty = this.cssH / 2 - (y + Math.min(m.h[i], L.rowH * 2) / 2) * this.scale;
     }
     this.invalidate();

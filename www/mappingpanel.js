@@ -33,6 +33,7 @@ const MP_PAGE = 200;
  * @property {() => import('./protocol.js').RunResult | null} result  the shown result of dump folders, if any
  * @property {() => boolean} busy  a run or a match is in progress
  * @property {() => boolean} canMatch
+ * @property {() => string} whyNot  why matching cannot work on the shown result (or what the last attempt said)
  * @property {() => boolean} fuzzy  fuzzy match (-fm) is on, which makes msprobe ignore the layer mapping
  * @property {() => [string, string][]} manualPairs  hand-made pairs (NPU name, Bench name)
  * @property {() => {key: string, name: string, text: string} | null} mappingChoice  the mapping card's choice
@@ -428,6 +429,11 @@ export class MappingPanel {
     this.list.dataset.count = String(this.suggestions.length);
     const min = this.minScore();
     this.list.dataset.above = String(this.suggestions.filter((s) => s.score >= min).length);
+    // A disabled button says why where it is.
+    for (const id of ['mp-accept-all', 'mp-export']) {
+      /** @type {HTMLButtonElement} */ (mpEl(id)).disabled = !this.api.canMatch();
+      mpEl(id).title = this.api.canMatch() ? '' : this.api.whyNot();
+    }
     if (!r || !r.bench) {
       this.more.hidden = true;
       return;
@@ -472,8 +478,6 @@ export class MappingPanel {
     }
     this.list.append(frag);
     this.more.hidden = this.suggestions.length <= n;
-    /** @type {HTMLButtonElement} */ (mpEl('mp-accept-all')).disabled = !this.api.canMatch();
-    /** @type {HTMLButtonElement} */ (mpEl('mp-export')).disabled = !this.api.canMatch();
   }
 
   /** @param {MouseEvent} e */
@@ -493,7 +497,7 @@ export class MappingPanel {
       this.setMsg('sug', { key: 'Accepted {npu} → {bench}.', params: { npu: r.npu.names[s.npu], bench: r.bench.names[s.bench] } });
       this.api.showPair(s.npu, s.bench);
     } else if (!entry) {
-      this.setMsg('sug', { key: 'Could not accept the suggestion (see Manual match).', err: true });
+      this.setMsg('sug', { key: 'Could not accept the suggestion: {why}', params: { why: this.api.whyNot() }, err: true });
     }
   }
 
@@ -502,7 +506,7 @@ export class MappingPanel {
     const before = this.api.counts();
     const entry = await this.api.userOps([{ op: 'accept', minScore: min }], 'accept suggestions');
     if (!entry) {
-      this.setMsg('sug', { key: 'Could not accept the suggestions (see Manual match).', err: true });
+      this.setMsg('sug', { key: 'Could not accept the suggestions: {why}', params: { why: this.api.whyNot() }, err: true });
       return;
     }
     const after = this.api.counts();

@@ -157,7 +157,8 @@
  *   One manual-match operation on the current result (core `matchNodes` / `unmatch`; `accept`: core
  *   `acceptSuggestions`, every suggestion of at least `minScore`, to a fixed point).
  * @typedef {{id: number, type: 'match', ops: MatchOp[]}} MatchRequest
- *   Applies the operations in order; the answer is their merged {@link Changes}.
+ *   Applies the operations in order; the answer is their merged {@link Changes}. On an opened `.vis.db`
+ *   the pairs are re-compared from the statistics the file stores (visfile.js `VisDb.applyOps`).
  * @typedef {{id: number, type: 'openVis', name: string, bytes: ArrayBuffer, sqlWasm?: ArrayBuffer}} OpenVisRequest
  *   Opens a msprobe output file (`.vis.db`, legacy `.vis` JSON, either may be gzipped) as the current session.
  *   `sqlWasm`: the sql.js module bytes (needed once per worker for a .vis.db).
@@ -172,9 +173,15 @@
  * @typedef {{id: number, type: 'exportMapping', yaml: string, pairs: [string, string][]}} ExportMappingRequest
  *   The layer mapping that reproduces `pairs` (NPU name, Bench name), merged into `yaml`
  *   (core `exportMappingReport`); answers {@link MappingExport}.
+ * @typedef {{id: number, type: 'probeRun', options: RunOptions}} ProbeRunRequest
+ *   The matched node counts `{npu, bench}` the current dump session would give with other options
+ *   (the page's template offer), from a throwaway session that adopts both of its sides (nothing is
+ *   read or parsed again) and is freed at once; the shown result is untouched.
+ * @typedef {{id: number, type: 'exportVis'}} ExportVisRequest
+ *   The opened `.vis.db` with the manual matches made on it (answers `{bytes}`, an ArrayBuffer).
  * @typedef {InitRequest | NewSessionRequest | AdoptSideRequest | FileBeginRequest | FileChunkRequest | FileHandlesRequest | CheckRequest | LayoutRequest | RunRequest
  *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest
- *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest} Request
+ *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest | ProbeRunRequest | ExportVisRequest} Request
  */
 
 /**
@@ -203,7 +210,8 @@
 
 /**
  * What an opened msprobe output holds.
- * @typedef {{kind: 'db' | 'json', name: string, graphType: 'compare' | 'build', steps: number[], ranks: number[]}} VisMeta
+ * @typedef {{kind: 'db' | 'json', name: string, graphType: 'compare' | 'build', steps: number[], ranks: number[], whyNotMatch: string | null}} VisMeta
+ *   `whyNotMatch`: why manual matching cannot work on the file (null: it can, a `.vis.db` compare of statistics or md5)
  */
 
 /**

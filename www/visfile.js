@@ -182,9 +182,116 @@ function linkSide(g, nodes, otherIndex) {
  * @property {'compare' | 'build'} graphType
  * @property {number[]} steps
  * @property {number[]} ranks
+ * @property {string | null} whyNotMatch  why manual matching cannot work on the file (null: it can)
  */
 
-/** A `.vis.db` opened read-only in sql.js. */
+/**
+ * What a file keeps of the graphs it shows: names, counterparts, parents and subtree ends per side.
+ * @typedef {{npu: string[], bench: string[] | null, npuMatched: number[], benchMatched: number[] | null,
+ *   npuParent: number[], benchParent: number[] | null, npuEnd: number[], benchEnd: number[] | null}} Shown
+ */
+
+/** The compare fields msprobe writes into the NPU side's tensors (removed when a pair is re-compared or unmatched). */
+const VIS_COMPARE_KEYS = ['Max diff', 'Min diff', 'Mean diff', 'L2norm diff', 'MaxRelativeErr', 'MinRelativeErr', 'MeanRelativeErr',
+  'NormRelativeErr', 'Requires_grad Consistent', 'Result', 'Err_message', 'Cosine', 'EucDist', 'MaxAbsErr', 'One Thousandth Err Ratio',
+  'Five Thousandths Err Ratio'];
+
+/** A float as Python's `str` writes it (`0.0`, `4.2e-05`, `inf`, `nan`). @param {number} x */
+export function pyFloat(x) {
+  if (Number.isNaN(x)) return 'nan';
+  if (!Number.isFinite(x)) return x > 0 ? 'inf' : '-inf';
+  const a = Math.abs(x);
+  if (a !== 0 && (a < 1e-4 || a >= 1e16)) {
+    const [m, e] = x.toExponential().split('e');
+    const n = Number(e);
+    return `${m}e${n < 0 ? '-' : '+'}${String(Math.abs(n)).padStart(2, '0')}`;
+  }
+  const t = String(x);
+  return /[.e]/.test(t) ? t : `${t}.0`;
+}
+
+/** A statistic as msprobe stores it (a Python float's text, or a number) → number, or null. @param {unknown} v */
+function statNum(v) {
+  if (typeof v === 'number') return v;
+  if (typeof v !== 'string') return null;
+  const t = v.trim().toLowerCase();
+  if (t === 'inf' || t === '+inf') return Infinity;
+  if (t === '-inf') return -Infinity;
+  if (t === 'nan') return NaN;
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/.test(t)) return null;
+  return Number(t);
+}
+
+/**
+ * Re-compares a manually matched pair from the statistics a `.vis.db` stores, as tb-graph-ascend does
+ * (`match_nodes_model.py`): the tensors paired section by section in order; for statistics, per
+ * Max/Min/Mean/Norm the difference NPU − Bench and the relative error |diff / Bench| (Bench 0: |diff|),
+ * written with msprobe's column names; the precision index is min(1, the largest relative error of the
+ * outputs). For md5, a tensor passes when the md5 values are equal and the index is 0 when all do, else 1
+ * (msprobe 26's legend: 0 pass, 1 error).
+ * @param {Record<string, any>} npuIn @param {Record<string, any>} npuOut @param {Record<string, any>} benchIn @param {Record<string, any>} benchOut
+ * @param {string} task
+ * @returns {{input: Record<string, any>, output: Record<string, any>, precision: number | null}}
+ */
+export function recompareStats(npuIn, npuOut, benchIn, benchOut, task) {
+  const strip = (/** @type {any} */ t) => {
+    if (!t || typeof t !== 'object') return t;
+    const c = { ...t };
+    for (const k of VIS_COMPARE_KEYS) delete c[k];
+    return c;
+  };
+  const input = Object.fromEntries(Object.entries(npuIn).map(([k, v]) => [k, strip(v)]));
+  const output = Object.fromEntries(Object.entries(npuOut).map(([k, v]) => [k, strip(v)]));
+  /** @param {Record<string, any>} a @param {Record<string, any>} b */
+  const bySection = (a, b) => {
+    /** @type {Record<string, string[]>} */
+    const by = {};
+    for (const s of VIS_SECTIONS) by[s] = [];
+    for (const k of [...Object.keys(a), ...Object.keys(b)]) by[visSection(k)].push(k);
+    return by;
+  };
+  const na = bySection(npuIn, npuOut);
+  const nb = bySection(benchIn, benchOut);
+  const benchAll = { ...benchIn, ...benchOut };
+  let worst = -1;
+  let md5Differ = false;
+  let compared = 0;
+  for (const sec of VIS_SECTIONS) {
+    for (let i = 0; i < Math.min(na[sec].length, nb[sec].length); i++) {
+      const key = na[sec][i];
+      const target = key in input ? input : output;
+      const t = target[key];
+      const b = benchAll[nb[sec][i]];
+      if (!t || typeof t !== 'object' || !b || typeof b !== 'object') continue;
+      compared++;
+      if (task === 'md5') {
+        const same = t.md5 !== undefined && t.md5 === b.md5;
+        if (!same) md5Differ = true;
+        t.Result = same ? 'pass' : 'error';
+        continue;
+      }
+      for (const [stat, diffKey, relKey] of [['Max', 'Max diff', 'MaxRelativeErr'], ['Min', 'Min diff', 'MinRelativeErr'], ['Mean', 'Mean diff', 'MeanRelativeErr'], ['Norm', 'L2norm diff', 'NormRelativeErr']]) {
+        const x = statNum(t[stat]);
+        const y = statNum(b[stat]);
+        if (x === null || y === null) {
+          t[diffKey] = 'N/A';
+          t[relKey] = 'N/A';
+          continue;
+        }
+        const d = x - y;
+        const rel = Math.abs(y === 0 ? d : d / y);
+        t[diffKey] = pyFloat(d);
+        t[relKey] = `${pyFloat(rel * 100)}%`;
+        if (sec === 'output' && Number.isFinite(rel)) worst = Math.max(worst, rel);
+        else if (sec === 'output') worst = 1;
+      }
+    }
+  }
+  const precision = task === 'md5' ? (compared ? (md5Differ ? 1 : 0) : null) : worst < 0 ? null : Math.min(1, worst);
+  return { input, output, precision };
+}
+
+/** A `.vis.db` opened in sql.js (in memory: manual matches change the copy, which can be saved). */
 export class VisDb {
   /**
    * @param {any} SQL the sql.js module
@@ -208,13 +315,13 @@ export class VisDb {
     };
     this.step = 0;
     this.rank = 0;
-    /** @type {{npu: string[], bench: string[] | null, npuMatched: number[], benchMatched: number[] | null} | null} */
+    /** @type {Shown | null} */
     this.shown = null;
   }
 
   /** @returns {VisMeta} */
   meta() {
-    return { kind: 'db', name: this.name, graphType: this.config.graphType, steps: this.config.steps, ranks: this.config.ranks };
+    return { kind: 'db', name: this.name, graphType: this.config.graphType, steps: this.config.steps, ranks: this.config.ranks, whyNotMatch: this.whyNotMatch() };
   }
 
   /** @param {string} sql @param {any[]} [params] @returns {any[][]} */
@@ -320,6 +427,134 @@ export class VisDb {
     };
   }
 
+  /** Whether a pair of this file can be matched by hand, or why not. @returns {string | null} */
+  whyNotMatch() {
+    if (this.config.graphType !== 'compare') return `${this.name}: a build graph has no counterpart to match`;
+    if (this.config.task !== 'summary' && this.config.task !== 'md5') return `${this.name}: a ${this.config.task} compare cannot be matched by hand from the file (the real-data metrics need the tensors; load the dump folders)`;
+    return null;
+  }
+
+  /** @param {string} source @param {string} name */
+  rowOf(source, name) {
+    const id = `${source}_${this.step}_${this.rank}_${name}`;
+    let r = this.rows('SELECT id, input_data, output_data FROM tb_nodes WHERE id = ?', [id])[0];
+    if (!r) r = this.rows('SELECT id, input_data, output_data FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ? AND node_name = ?', [this.step, this.rank, source, name])[0];
+    if (!r) throw new Error(`${this.name}: node ${name} not found`);
+    return { id: r[0], input: parseJson(r[1], {}) ?? {}, output: parseJson(r[2], {}) ?? {} };
+  }
+
+  /** The names from the root to node i of a side (msprobe's matched_node_link). @param {'npu' | 'bench'} side @param {number} i */
+  ancestry(side, i) {
+    const s = /** @type {Shown} */ (this.shown);
+    const names = /** @type {string[]} */ (side === 'npu' ? s.npu : s.bench);
+    const parent = /** @type {number[]} */ (side === 'npu' ? s.npuParent : s.benchParent);
+    const out = [];
+    for (let k = i; k >= 0; k = parent[k]) out.push(names[k]);
+    return out.reverse();
+  }
+
+  /**
+   * Manual match/unmatch operations on the shown step and rank, as the core's `match` answers them:
+   * the changed nodes `[index, precision | null, counterpart]` per side. The rows change in the
+   * in-memory copy (`modified = 1`, as tb-graph-ascend marks them); `exportBytes` saves it.
+   * @param {import('./protocol.js').MatchOp[]} ops
+   */
+  applyOps(ops) {
+    const why = this.whyNotMatch();
+    if (why) throw new Error(why);
+    const s = this.shown;
+    if (!s || !s.bench || !s.benchMatched || !s.benchEnd) throw new Error(`${this.name}: nothing is shown`);
+    const names = { npu: s.npu, bench: s.bench };
+    const nm = s.npuMatched;
+    const bm = s.benchMatched;
+    /** @type {Map<number, number | null>} */
+    const npuCh = new Map();
+    /** @type {Set<number>} */
+    const benchCh = new Set();
+    const setRow = (/** @type {string} */ id, /** @type {string} */ cols, /** @type {any[]} */ vals) => {
+      this.db.run(`UPDATE tb_nodes SET ${cols}, modified = 1 WHERE id = ?`, [...vals, id]);
+    };
+    const unlinkNpu = (/** @type {number} */ i) => {
+      const j = nm[i];
+      if (j < 0) return;
+      const r = this.rowOf('NPU', names.npu[i]);
+      const strip = (/** @type {Record<string, any>} */ io) => Object.fromEntries(Object.entries(io).map(([k, v]) => {
+        if (!v || typeof v !== 'object') return [k, v];
+        const c = { ...v };
+        for (const key of VIS_COMPARE_KEYS) delete c[key];
+        return [k, c];
+      }));
+      setRow(r.id, 'matched_node_link = ?, precision_index = ?, input_data = ?, output_data = ?', ['[]', null, JSON.stringify(strip(r.input)), JSON.stringify(strip(r.output))]);
+      nm[i] = -1;
+      npuCh.set(i, null);
+      if (bm[j] === i) {
+        bm[j] = -1;
+        setRow(this.rowOf('Bench', names.bench[j]).id, 'matched_node_link = ?', ['[]']);
+        benchCh.add(j);
+      }
+    };
+    const unlinkBench = (/** @type {number} */ j) => {
+      if (bm[j] >= 0) unlinkNpu(bm[j]);
+    };
+    const link = (/** @type {number} */ i, /** @type {number} */ j) => {
+      unlinkNpu(i);
+      unlinkBench(j);
+      const a = this.rowOf('NPU', names.npu[i]);
+      const b = this.rowOf('Bench', names.bench[j]);
+      const c = recompareStats(a.input, a.output, b.input, b.output, this.config.task);
+      setRow(a.id, 'matched_node_link = ?, precision_index = ?, input_data = ?, output_data = ?', [JSON.stringify(this.ancestry('bench', j)), c.precision, JSON.stringify(c.input), JSON.stringify(c.output)]);
+      setRow(b.id, 'matched_node_link = ?', [JSON.stringify(this.ancestry('npu', i))]);
+      nm[i] = j;
+      bm[j] = i;
+      npuCh.set(i, c.precision);
+      benchCh.add(j);
+    };
+    const kids = (/** @type {number[]} */ end, /** @type {number} */ i) => {
+      const out = [];
+      for (let c = i + 1; c < end[i]; c = end[c]) out.push(c);
+      return out;
+    };
+    // The core's recursive rule: a child pairs with the Bench child of the same name, or of its name
+    // with the pair's module path swapped.
+    const modulePathOf = (/** @type {string} */ n) => {
+      const segs = n.split('.');
+      return segs.length >= 5 && (segs[0] === 'Module' || segs[0] === 'Cell') ? `${segs.slice(0, segs.length - 3).join('.')}.` : null;
+    };
+    for (const op of ops) {
+      if (op.op === 'unmatch') {
+        if (op.side === 'npu') unlinkNpu(op.index);
+        else unlinkBench(op.index);
+        continue;
+      }
+      if (op.op !== 'match') throw new Error('accepting suggestions needs the dump folders');
+      if (s.npu[op.npu] === undefined || s.bench[op.bench] === undefined) throw new Error(`no node ${op.npu} / ${op.bench}`);
+      const todo = [[op.npu, op.bench]];
+      while (todo.length) {
+        const [i, j] = /** @type {[number, number]} */ (todo.pop());
+        link(i, j);
+        if (!op.recursive) continue;
+        const pn = modulePathOf(names.npu[i]);
+        const pb = modulePathOf(names.bench[j]);
+        const bench = new Map(kids(s.benchEnd, j).map((c) => [names.bench[c], c]));
+        for (const c of kids(s.npuEnd, i)) {
+          const n = names.npu[c];
+          const swapped = pn && pb && n.startsWith(pn) ? pb + n.slice(pn.length) : null;
+          const hit = bench.get(n) ?? (swapped ? bench.get(swapped) : undefined);
+          if (hit !== undefined) todo.push([c, hit]);
+        }
+      }
+    }
+    return {
+      npu: [...npuCh].sort((x, y) => x[0] - y[0]).map(([i, p]) => /** @type {[number, number | null, number]} */ ([i, p, nm[i]])),
+      bench: [...benchCh].sort((x, y) => x - y).map((j) => /** @type {[number, number | null, number]} */ ([j, null, bm[j]])),
+    };
+  }
+
+  /** The file with the manual matches made on it (a `.vis.db`). */
+  exportBytes() {
+    return /** @type {Uint8Array} */ (this.db.export());
+  }
+
   free() {
     this.db.close();
   }
@@ -331,7 +566,7 @@ export class VisDb {
  * @param {{graphType: 'compare' | 'build', task: string, toolTip: any, microSteps: number, nodeColors: any}} config
  * @param {{nodes: Map<string, VisNode>, root: string}} npuSide
  * @param {{nodes: Map<string, VisNode>, root: string} | null} benchSide
- * @param {(shown: {npu: string[], bench: string[] | null, npuMatched: number[], benchMatched: number[] | null}) => void} keep
+ * @param {(shown: Shown) => void} keep
  */
 function assemble(name, config, npuSide, benchSide, keep) {
   const npu = orderGraph(npuSide.nodes, npuSide.root);
@@ -345,7 +580,10 @@ function assemble(name, config, npuSide, benchSide, keep) {
   for (const [label, g] of /** @type {[string, {unreachable: number} | null][]} */ ([['NPU', npu], ['Bench', bench]])) {
     if (g && g.unreachable) diagnostics.push({ severity: 'warning', file: name, message: `${g.unreachable} ${label} nodes are not reachable from the root and are not shown` });
   }
-  keep({ npu: npu.dto.names, bench: bench ? bench.dto.names : null, npuMatched: npu.dto.matched, benchMatched: bench ? bench.dto.matched : null });
+  keep({
+    npu: npu.dto.names, bench: bench ? bench.dto.names : null, npuMatched: npu.dto.matched, benchMatched: bench ? bench.dto.matched : null,
+    npuParent: npu.dto.parent, benchParent: bench ? bench.dto.parent : null, npuEnd: npu.dto.subtreeEnd.slice(), benchEnd: bench ? bench.dto.subtreeEnd.slice() : null,
+  });
   const compare = config.graphType === 'compare' && !!bench;
   return {
     graphType: compare ? 'compare' : 'build',
@@ -378,13 +616,16 @@ export class VisJson {
       microSteps: Number(obj.MicroSteps ?? 1) || 1,
       nodeColors: obj.Colors ?? {},
     };
-    /** @type {{npu: string[], bench: string[] | null, npuMatched: number[], benchMatched: number[] | null} | null} */
+    /** @type {Shown | null} */
     this.shown = null;
   }
 
   /** @returns {VisMeta} */
   meta() {
-    return { kind: 'json', name: this.name, graphType: this.config.graphType, steps: [0], ranks: [0] };
+    return {
+      kind: 'json', name: this.name, graphType: this.config.graphType, steps: [0], ranks: [0],
+      whyNotMatch: `${this.name}: a legacy .vis is read as it is; manual matching works on a .vis.db or the dump folders`,
+    };
   }
 
   /** @param {any} g @returns {{nodes: Map<string, VisNode>, root: string}} */

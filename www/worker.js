@@ -306,6 +306,38 @@ async function handle(req) {
       }
       return;
     }
+    case 'exportVis': {
+      const s = need(current);
+      if (!(s instanceof VisDb)) throw new Error('no .vis.db is open');
+      const bytes = s.exportBytes();
+      post({ id, type: 'result', value: { bytes: bytes.buffer } }, [bytes.buffer]);
+      return;
+    }
+    case 'probeRun': {
+      const from = current instanceof Session ? current : null;
+      const have = from ? lazy.get(from) : undefined;
+      if (!from || !have) throw new Error('no dump folders loaded');
+      const s = new Session();
+      attachReader(s);
+      try {
+        const mine = /** @type {SessionState} */ (lazy.get(s));
+        for (const side of ['npu', 'bench']) s.adoptSide(from, side);
+        for (const [k, f] of have.handles) mine.handles.set(k, f);
+        const raw = JSON.parse(s.run(JSON.stringify(req.options)));
+        const matched = (/** @type {Side} */ side) => {
+          if (!raw[side]) return 0;
+          const { graph } = decodeColumns(s.columns(side), raw[side].nodes);
+          let n = 0;
+          for (const m of graph.matched) if (m >= 0) n++;
+          return n;
+        };
+        post({ id, type: 'result', value: { npu: matched('npu'), bench: matched('bench') } });
+      } finally {
+        lazy.delete(s);
+        s.free();
+      }
+      return;
+    }
     case 'openVis': {
       post({ id, type: 'progress', stage: STAGES.openVis });
       const bytes = await gunzipIfNeeded(new Uint8Array(req.bytes));
@@ -348,7 +380,19 @@ async function handle(req) {
     }
     case 'match': {
       const s = need(current);
-      if (!(s instanceof Session)) throw new Error('manual matching needs the dump folders (this result was read from a msprobe output file)');
+      if (s instanceof VisDb) {
+        // A .vis.db: the pair is re-compared from the statistics the file stores (visfile.js).
+        const value = s.applyOps(req.ops);
+        const cm = currentMatched;
+        if (cm) {
+          for (const [i, , m] of value.npu) cm.npu[i] = m;
+          const cb = cm.bench;
+          if (cb) for (const [i, , m] of value.bench) cb[i] = m;
+        }
+        post({ id, type: 'result', value });
+        return;
+      }
+      if (!(s instanceof Session)) throw new Error('manual matching needs the dump folders or a .vis.db (this result was read from a legacy .vis file)');
       /** @type {Map<number, [number | null, number]>[]} */
       const merged = [new Map(), new Map()];
       /** @param {string} text */

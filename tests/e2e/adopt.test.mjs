@@ -63,7 +63,8 @@ describe('a load adopts the unchanged side from the shown session', () => {
     assert.deepEqual([l.npu, l.bench], [['fileHandles'], ['fileHandles']], 'both sides sent');
     assert.deepEqual(l.bytes, { ...jsonSizes('npu', NPU_PROC), ...jsonSizes('bench', BENCH_PROC) }, 'both folders\' JSON files read');
     fresh = await fullResult(page);
-    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    // The user's folders run without the demo's mapping (issue 24, item 3): msprobe's numbers without one.
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0);
     assertClean();
     await context.close();
   });

@@ -3,8 +3,9 @@
 // *Clear* does), so the first load is the build graph of the user's folder, never a compare with an
 // unrelated demo dump (whose layout may not even agree: the demo is a `step0/proc*` tree), and the
 // folder chosen next for the other side is compared with it, the first side adopted from that
-// build's session (not read again). The demo's mapping stays chosen. The *Demo* button brings the
-// whole demo pair back. Real wasm core in Chromium; the numbers are msprobe's reference summaries.
+// build's session (not read again). The demo's mapping is the demo's own: it leaves the choices and
+// `-lm` turns off, so the user's folders are compared as msprobe does without a mapping (issue 24,
+// item 3). The *Demo* button brings the whole demo pair back, with its mapping. Real wasm core in Chromium; the numbers are msprobe's reference summaries.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -76,7 +77,7 @@ describe('the demo and the user\'s own folders', () => {
     assert.match(c.npu, /^npu — 12 files/);
     assert.equal(c.bench, 'drop a dump folder here', 'the Bench card is empty');
     assert.deepEqual(c.warn, []);
-    assert.deepEqual([c.mapping, c.lm], ['demo', true], 'the demo\'s mapping stays chosen');
+    assert.deepEqual([c.mapping, c.lm], ['', false], 'the demo\'s mapping is not applied to the user\'s folder');
     assert.equal(await page.isVisible('#bench-pane'), false, 'a single pane');
     assert.match(await page.locator('#npu-title').textContent(), /Debug \/ NPU — build graph/);
     assert.deepEqual(await page.locator('#step-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
@@ -86,7 +87,7 @@ describe('the demo and the user\'s own folders', () => {
     assert.deepEqual(l.bytes, jsonSizes('npu', path.join(TWO, 'npu')), 'every NPU rank folder\'s JSON files read once (checked, then built)');
 
     // (2) The Bench folder: the compare, with the NPU side adopted from the build's session (not sent,
-    // its dump.json files not read again); msprobe's numbers with the mapping.
+    // its dump.json files not read again); msprobe's numbers without a mapping.
     await resetSent(page);
     assert.equal(await choose(page, 'bench', path.join(TWO, 'bench')), 'ready');
     l = await lastLoad(page);
@@ -95,12 +96,12 @@ describe('the demo and the user\'s own folders', () => {
     assert.deepEqual(l.bytes, jsonSizes('bench', path.join(TWO, 'bench')), 'only the Bench rank folders\' JSON files are read');
     assert.equal(l.inits, 0, 'same worker');
     assert.deepEqual(await visibleErrors(page), []);
-    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 0, 0);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'nomap', 0, 0);
     // The adopted side's other rank folders serve a re-run (rank 1), still without reading.
     let n = await loads(page);
     await page.selectOption('#rank-select', '1');
     await waitLoad(page, n);
-    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 0, 1);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'nomap', 0, 1);
     assert.deepEqual((await lastLoad(page)).bytes, {}, 'a re-run reads nothing');
 
     // (3) The Demo button: the whole demo pair again, with its mapping.
@@ -150,13 +151,13 @@ describe('the demo and the user\'s own folders', () => {
       assert.equal(c.npu, 'drop a dump folder here', 'the NPU card is empty');
       assert.match(c.bench, /^proc23368 — 3 files/);
       assert.match(await page.locator('#npu-title').textContent(), /Bench — build graph/);
-      // The NPU folder next: the compare (msprobe's numbers with the mapping).
+      // The NPU folder next: the compare (msprobe's numbers without a mapping: the demo's is not applied).
       assert.equal(await choose(page, 'npu', path.join(MIX, 'npu', 'step0', 'proc23598')), 'ready');
-      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0);
       assert.deepEqual(await visibleErrors(page), []);
       // Choosing a side's folder again with no demo left clears nothing: still a compare.
       assert.equal(await choose(page, 'bench', BENCH_PROC), 'ready');
-      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0);
       n = await loads(page);
       await page.click('#demo-btn');
       assert.equal(await waitLoad(page, n), 'ready');

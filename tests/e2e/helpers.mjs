@@ -67,9 +67,21 @@ export async function startServer() {
  * Opens a page that records console errors, page errors and requests outside the allowlist.
  * @param {import('playwright-core').Browser} browser
  * @param {(url: string) => boolean} allowed which request URLs are the page's own files
+ * @param {{viewport?: {width: number, height: number}, outlines?: boolean}} [opts]
  */
-export async function openPage(browser, allowed) {
-  const context = await browser.newContext({ viewport: { width: 1500, height: 950 } });
+export async function openPage(browser, allowed, { viewport = { width: 1500, height: 950 }, outlines = true } = {}) {
+  const context = await browser.newContext({ viewport });
+  // The outlines start hidden below 1800 px; these tests read them, so they show them as a user's
+  // click would leave them (remembered in localStorage). The layout test passes `outlines: false`.
+  if (outlines) {
+    await context.addInitScript(() => {
+      try {
+        if (!localStorage.getItem('probelens.layout.v1')) localStorage.setItem('probelens.layout.v1', JSON.stringify({ outlineOpen: true }));
+      } catch {
+        // no storage: the defaults
+      }
+    });
+  }
   const page = await context.newPage();
   const problems = { console: [], page: [], requests: [] };
   page.on('console', (m) => {
@@ -307,9 +319,15 @@ export async function choose(page, side, dir, timeout = 60000) {
   return waitLoad(page, n, timeout);
 }
 
+/** Unfolds the inputs (folded into one bar once something is shown) so that their cards can be used. */
+export async function openInputs(page) {
+  if (await page.locator('#loadbar.compact').count()) await page.click('#load-toggle');
+}
+
 /** Clears a side and waits for the load that follows. */
 export async function clear(page, side) {
   const n = await loads(page);
+  await openInputs(page);
   await page.click(`#${side}-clear`);
   return waitLoad(page, n);
 }

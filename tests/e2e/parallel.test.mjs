@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import {
   FIX, SINGLE_URL, requireBuild, launch, startServer, openPage, servedAllowlist, fileAllowlist, loads, waitLoad,
-  resultSummary, reference,
+  resultSummary, reference, openInputs,
 } from './helpers.mjs';
 
 const TP = path.join(FIX, 'parallel_tp');
@@ -17,6 +17,7 @@ const TP = path.join(FIX, 'parallel_tp');
 /** Types `value` into a parallel-merge input and presses Enter (a change); waits for the re-run. */
 async function setParam(page, id, value) {
   const n = await loads(page);
+  await openInputs(page); // the inputs fold into one bar once something is shown
   await page.fill(`#${id}`, value);
   await page.press(`#${id}`, 'Enter');
   return waitLoad(page, n, 60000);

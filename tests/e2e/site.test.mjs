@@ -12,7 +12,8 @@ import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
   reference, expectedClasses, readOutline, indexOf, assertUnmatchUndoKeepsMetrics, assertMatchesReference,
-  recordSent, resetSent, lastLoad } from './helpers.mjs';
+  recordSent, resetSent, lastLoad, openInputs,
+} from './helpers.mjs';
 
 const ROOT_DIR = path.resolve(FIX, '..', '..');
 const MIX = path.join(FIX, 'qwen_mix_statistics');
@@ -505,11 +506,11 @@ describe('served site', () => {
     await waitLoad(page, n);
     assert.equal(await page.isVisible('#step-select'), true);
     assert.deepEqual(await page.locator('#step-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
-    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0); // the user's folders: no demo mapping (issue 24, item 3)
     n = await loads(page);
     await page.selectOption('#step-select', '1');
     await waitLoad(page, n);
-    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 1, 0);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 1, 0); // the user's folders: no demo mapping (issue 24, item 3)
     assertClean();
     await context.close();
   });
@@ -565,6 +566,7 @@ describe('served site', () => {
     assert.equal((await resultSummary(page)).graphType, 'compare');
     assert.equal(await page.isVisible('#bench-pane'), true);
     n = await loads(page);
+    await openInputs(page); // the inputs fold into one bar once something is shown
     await page.click('#bench-clear');
     await waitLoad(page, n);
     await assertBuild();
@@ -585,7 +587,7 @@ describe('served site', () => {
     await page.setInputFiles('#bench-dir', BENCH_PROC);
     await waitLoad(page, n);
     const before = await resultSummary(page);
-    assertMatchesReference(before, 'qwen_mix_statistics', 'map', 0, 0);
+    assertMatchesReference(before, 'qwen_mix_statistics', 'nomap', 0, 0); // the user's folders: no demo mapping (issue 24, item 3)
     const files = ['construct.json', 'stack.json', 'dump.json'].map((f) => {
       let bytes = fs.readFileSync(path.join(NPU_PROC, f));
       if (f === 'dump.json') bytes = bytes.subarray(0, Math.floor(bytes.length / 2));
@@ -651,7 +653,7 @@ describe('served site: big inputs', () => {
     n = await loads(page);
     await page.setInputFiles('#bench-dir', BENCH_PROC);
     await waitLoad(page, n);
-    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0); // the user's folders: no demo mapping (issue 24, item 3)
     const { sent } = await lastLoad(page);
     const chunks = (side, f) => sent.filter((m) => m.type === 'fileChunk' && m.side === side && m.path === f).length;
     for (const [side, dir] of [['npu', NPU_PROC], ['bench', BENCH_PROC]]) {
@@ -726,7 +728,7 @@ describe('served site: big inputs', () => {
     n = await loads(page);
     await page.setInputFiles('#bench-dir', BENCH_PROC);
     await waitLoad(page, n);
-    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+    assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0); // the user's folders: no demo mapping (issue 24, item 3)
     const { sent, reads, progress } = await page.evaluate(() => ({
       sent: window.__sent, reads: window.__probelens.lastResult.jsonReads, progress: window.__progress,
     }));
@@ -774,7 +776,7 @@ describe('served site: big inputs', () => {
       n = await loads(page);
       await page.setInputFiles('#bench-dir', BENCH_PROC);
       assert.equal(await waitLoad(page, n), 'ready');
-      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'map', 0, 0);
+      assertMatchesReference(await resultSummary(page), 'qwen_mix_statistics', 'nomap', 0, 0); // the user's folders: no demo mapping (issue 24, item 3)
       assertClean();
       await context.close();
     } finally {

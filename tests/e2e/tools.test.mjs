@@ -293,7 +293,10 @@ describe('page tools', () => {
     assert.equal(after.precision[i], want.precision, 'precision index equals the .vis.db written with the mapping');
     assert.notEqual(await page.locator(`#npu-node-${i}`).getAttribute('data-precision'), 'unmatched');
     assert.equal(await page.locator(`#bench-node-${j}`).getAttribute('data-matched'), 'true');
-    assert.equal(Number(after.outlineMatched[0]), Number(before.outlineMatched[0]) + 1);
+    // The pair and its backward twin (matched too, as tb-graph-ascend does; issue 24, item 8).
+    const twin = await indexOf(page, 'npu', NPU_LEAF.replace('.forward.0', '.backward.0'));
+    assert.equal(after.npuMatched[twin], await indexOf(page, 'bench', BENCH_LEAF.replace('.forward.0', '.backward.0')));
+    assert.equal(Number(after.outlineMatched[0]), Number(before.outlineMatched[0]) + 2);
     assert.notDeepEqual(after.legend, before.legend, 'legend counts updated');
     await page.evaluate((i) => window.__probelens.select('npu', i), i);
     await waitDetails(page, NPU_LEAF);
@@ -305,12 +308,14 @@ describe('page tools', () => {
         assert.equal(table[key][f], v, `${key} ${f}`);
       }
     }
-    assert.equal(await page.locator('#pairs-list').getAttribute('data-count'), '1');
+    assert.equal(await page.locator('#pairs-list').getAttribute('data-count'), '2');
     await page.locator('#pairs-box').scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(OUT, 'tools-manual-match.png') });
     // Save the hand-made pairs.
     const saved = await downloadOf(page, '#match-save', 'tools-manual.vis.config');
-    assert.deepEqual(JSON.parse(fs.readFileSync(saved.file, 'utf8')), { [NPU_LEAF]: BENCH_LEAF });
+    assert.deepEqual(JSON.parse(fs.readFileSync(saved.file, 'utf8')), {
+      [NPU_LEAF]: BENCH_LEAF, [NPU_LEAF.replace('.forward.0', '.backward.0')]: BENCH_LEAF.replace('.forward.0', '.backward.0'),
+    });
     assert.match(saved.suggested, /\.vis\.config$/);
     // Undo restores exactly, redo re-applies, unmatch of the manual pair is the grey state again.
     await page.keyboard.press('Control+z');
@@ -335,7 +340,7 @@ describe('page tools', () => {
     await page.setInputFiles('#match-load', saved.file);
     await page.waitForFunction(([i, j]) => window.__probelens.lastResult.npu.matched[i] === j, [i, j]);
     assert.deepEqual(await snapshot(page), after, 'the saved file re-applies the same match');
-    assert.match(await page.locator('#match-msg').textContent(), /Applied 1 pair/);
+    assert.match(await page.locator('#match-msg').textContent(), /Applied 2 pair/);
     assertClean();
     await context.close();
   });
@@ -569,7 +574,9 @@ describe('page tools', () => {
     await page.evaluate((i) => window.__probelens.select('npu', i), i);
     await waitDetails(page, NPU_LEAF);
     assert.equal(await page.locator('#details-compare tr[data-side="npu"][data-section="input"] td[data-field="Max"]').first().textContent(), '0.32393231987953186');
-    assert.equal(await page.locator('#match-btn').isDisabled(), true, 'no manual matching on a file');
+    // Manual matching works on a .vis.db (state.test.mjs); this pair is already matched in the file.
+    assert.equal(await page.locator('#match-btn').isDisabled(), true, 'the picked pair is already matched');
+    assert.match(await page.textContent('#match-preview'), /already matched/);
     await page.screenshot({ path: path.join(OUT, 'tools-visdb.png') });
     // Back to dump folders: the demo runs through the core again.
     const k = await loads(page);
