@@ -990,11 +990,17 @@ fn suspect(
     let (score, why) = match reason {
         Reason::Adds => (
             gain(m.out, m.inp),
-            format!(
-                "its output differs ({}) while its inputs agree ({})",
-                fmt_r(m.out),
-                fmt_r(m.inp)
-            ),
+            match m.inp {
+                Some(_) => format!(
+                    "its output differs ({}) while its inputs agree ({})",
+                    fmt_r(m.out),
+                    fmt_r(m.inp)
+                ),
+                None => format!(
+                    "its output differs ({}), the first data that does; its inputs have no counterpart to measure",
+                    fmt_r(m.out)
+                ),
+            },
         ),
         Reason::Weights => (
             gain(m.out.or(m.par), m.inp),
