@@ -38,10 +38,14 @@ function elidePair(a, b, maxW, measure) {
 }
 
 /** Trailing segments that say little (`.forward.0`, `.0.backward`): the call index and the pass. */
-const BORING_TAIL = /^(.*?[^.])((?:\.(?:\d+|forward|backward))+)$/;
+const BORING_TAIL = /^(.*?[^.])((?:\.(?:\d+|forward|backward|parameters_grad))+)$/;
+/** The pass words of a shortened tail: short, but a node's forward, backward and parameter
+ * gradients still read differently (`….0`, `….bwd.0`, `….grad.0`). */
+const PASS_WORD = { forward: '', backward: 'bwd', parameters_grad: 'grad' };
 
 /**
- * One name. Its boring tail (`.forward.0`) is kept whole when it takes at most 60% of the room,
+ * One name. Its boring tail (`.forward.0`) is kept whole when it takes at most 60% of the room (40% for the long
+ * `.parameters_grad.0`),
  * else only its call index (`….0`), and with very little room none of it; the rest is elided in
  * the middle.
  * @param {string} text @param {number} maxW @param {(s: string) => number} measure
@@ -51,9 +55,14 @@ function elideOne(text, maxW, measure) {
   const m = BORING_TAIL.exec(text);
   if (m) {
     const [, core, suffix] = m;
-    if (measure(suffix) <= 0.6 * maxW) return elideCore(core, maxW - measure(suffix), measure) + suffix;
-    const digits = suffix.split('.').filter((x) => /^\d+$/.test(x));
-    const short = digits.length ? `${ELLIPSIS}.${digits.join('.')}` : ELLIPSIS;
+    const long = suffix.includes('parameters_grad') ? 0.4 : 0.6;
+    if (measure(suffix) <= long * maxW) return elideCore(core, maxW - measure(suffix), measure) + suffix;
+    const words = suffix
+      .split('.')
+      .filter((x) => x !== '')
+      .map((x) => (/^\d+$/.test(x) ? x : PASS_WORD[/** @type {keyof typeof PASS_WORD} */ (x)] ?? x))
+      .filter((x) => x !== '');
+    const short = words.length ? `${ELLIPSIS}.${words.join('.')}` : ELLIPSIS;
     if (measure(short) <= 0.3 * maxW) return elideCore(core, maxW - measure(short), measure) + short;
     // Very little room: the end of the name proper (`…mul__…`), never just `…forward`.
     return elideCore(core, maxW - measure(ELLIPSIS), measure) + ELLIPSIS;

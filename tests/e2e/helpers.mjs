@@ -67,20 +67,21 @@ export async function startServer() {
  * Opens a page that records console errors, page errors and requests outside the allowlist.
  * @param {import('playwright-core').Browser} browser
  * @param {(url: string) => boolean} allowed which request URLs are the page's own files
- * @param {{viewport?: {width: number, height: number}, outlines?: boolean}} [opts]
+ * `outlineW`: the outlines' width as a user's drag would leave it (remembered), else the default.
+ * @param {{viewport?: {width: number, height: number}, outlines?: boolean, outlineW?: number}} [opts]
  */
-export async function openPage(browser, allowed, { viewport = { width: 1500, height: 950 }, outlines = true } = {}) {
+export async function openPage(browser, allowed, { viewport = { width: 1500, height: 950 }, outlines = true, outlineW = 0 } = {}) {
   const context = await browser.newContext({ viewport });
   // The outlines start hidden below 1800 px; these tests read them, so they show them as a user's
   // click would leave them (remembered in localStorage). The layout test passes `outlines: false`.
   if (outlines) {
-    await context.addInitScript(() => {
+    await context.addInitScript((w) => {
       try {
-        if (!localStorage.getItem('probelens.layout.v1')) localStorage.setItem('probelens.layout.v1', JSON.stringify({ outlineOpen: true }));
+        if (!localStorage.getItem('probelens.layout.v1')) localStorage.setItem('probelens.layout.v1', JSON.stringify(w ? { outlineOpen: true, outlineW: w } : { outlineOpen: true }));
       } catch {
         // no storage: the defaults
       }
-    });
+    }, outlineW);
   }
   const page = await context.newPage();
   const problems = { console: [], page: [], requests: [] };

@@ -16,7 +16,8 @@ const TOP = 'Module.0.module.Float16Module.forward.0';
 
 /** Opens the page at 1600×1000 and waits for the demo. */
 async function demo(browser, url, allowed) {
-  const o = await openPage(browser, allowed);
+  // The outlines a little wider than their default (as a user reading deep rows drags them).
+  const o = await openPage(browser, allowed, { outlineW: 260 });
   await o.page.setViewportSize(SIZE);
   await o.page.goto(url);
   assert.equal(await waitLoad(o.page, 0), 'ready');
@@ -55,13 +56,17 @@ async function listRows(page, id, side) {
 function assertElided(text, full, what, minTail = 12) {
   assert.ok(text.includes('…'), `${what}: "${text}" is elided`);
   // Only the `.0.forward` every name ends with may be cut at the end (when there is very little room).
-  const boring = /(\.(\d+|forward|backward))+$/.exec(full)?.[0] ?? '';
+  const boring = /(\.(\d+|forward|backward|parameters_grad))+$/.exec(full)?.[0] ?? '';
   if (text.endsWith('…')) {
     assert.ok(boring, `${what}: "${text}" is not cut at its end`);
     full = full.slice(0, full.length - boring.length);
     text = text.slice(0, -1);
   }
+  // A shortened pass word (`….bwd.0`) stands for the full one.
+  const WORDS = { bwd: 'backward', grad: 'parameters_grad' };
   const pieces = text.split('…');
+  const end = pieces.length - 1;
+  pieces[end] = pieces[end].replace(/^\.(bwd|grad)(?=\.|$)/, (_, w) => `.${WORDS[/** @type {'bwd'|'grad'} */ (w)]}`);
   assert.ok(full.startsWith(pieces[0]), `${what}: "${pieces[0]}" is the start of ${full}`);
   let at = pieces[0].length;
   for (const p of pieces.slice(1)) {
