@@ -13,25 +13,37 @@
 //!   differ (an extra mask, a kwarg) do not shift the pairing.
 //! - **The noise floor.** Each statistic's difference is relative to the tensor's scale (the
 //!   largest magnitude for Max/Min, the RMS for Mean, the Norm itself), and divided by a tolerance
-//!   set by the lower precision of the two dtypes (float32 against bfloat16 is judged as
-//!   bfloat16), or by exact equality for integer and boolean tensors. The ratio is a tensor's
-//!   divergence `r`: `r <= 1` is float noise.
+//!   set by the lower precision of the two dtypes (`noise_floor`), or by exact equality for
+//!   integer and boolean tensors. The ratio is a tensor's divergence `r`: `r <= 1` is float noise.
+//!   A pair whose dtypes differ in a few places only is judged by the higher precision there: a
+//!   module computed at a lower precision than its counterpart is a fault to find, a bfloat16 run
+//!   against a float32 one is not.
 //! - **Grey nodes still carry data.** A tensor is one object however many entries record it: a
 //!   module's output is its last child's output and the next node's input, with the same four
 //!   statistics to the bit. Every tensor measured on a matched node lends its divergence to each
 //!   entry that records the same statistics, so unmatched (grey) nodes and fused layers whose own
 //!   outputs have no counterpart are judged by their neighbours' measurements.
-//! - **Attribution.** From the root, the children of a node are taken in execution order (the
-//!   earliest dump entry of their subtree); a node without a measured output stands for its
-//!   children. The first child whose output diverges is followed: if its inputs agreed, it adds
-//!   the error and the search goes down into it; if its inputs already differed, the error arose
-//!   in the parent's own code between two of its children, and the parent is the suspect. The
-//!   backward pass is searched the same way (a backward node's inputs are its outputs' gradients);
-//!   it is reached only when the forward pass agrees, since a forward divergence changes every
-//!   gradient after it.
+//! - **Differences that go nowhere are not divergences.** msprobe pairs some nodes that do not
+//!   compute the same quantity (Megatron's rotary frequencies against HF's cos and sin, two calls
+//!   of a rotary product, the optimizer's calls across frameworks, which visit the parameters in
+//!   other orders). Such a difference has no consequence: the innermost nodes that take it agree,
+//!   or the module around it shows nothing of a large difference. A real divergence changes what
+//!   is computed from it, if only a little (`drop_unpropagated`, `Search::contained`).
+//! - **Attribution.** The data is taken in execution order: a node's inputs and parameters when it
+//!   starts (its subtree's first dump entry), its outputs when it ends. The first place where the
+//!   data differs names the suspect: a node whose output differs while its inputs agreed adds the
+//!   error; a node whose parameters differ, its weights; a node whose inputs already differ
+//!   points at its parent's own code between its children (and, as the next suspect, at the last
+//!   module that ran before it there: statistics do not see a permutation). The modules around
+//!   the suspect that also turn agreeing inputs into a differing output follow. The backward pass
+//!   comes after the forward in execution order, so it is reached only when the forward agrees (a
+//!   backward node's inputs are its outputs' gradients).
 //!
 //! One pair is [`diagnose_pair`]; [`Diagnosis::merge`] orders the pairs of a run (every step and
-//! rank) so that the earliest step that parts ways comes first.
+//! rank): the earliest step that parts ways first, and in it the pairs by the time of their first
+//! difference (a rank that receives another's difference through a collective shows it later).
+//! A step whose first difference is its weights, after a step of the rank that agreed, names that
+//! step's optimizer first.
 
 use crate::base::HashMap;
 use crate::compare::Sides;
@@ -42,11 +54,12 @@ use crate::graph::items::{Item, Py, State};
 use crate::graph::{Graph, NodeId, ROOT};
 
 /// How far a float statistic may drift before it counts, relative to the tensor's scale, for a
-/// dtype of epsilon `eps`. float32: 1,000 roundings (1.2e-4), where two implementations of one
-/// layer on one machine differ by at most ~5 after 2 layers and 2 steps (the clean pairs of
-/// `tests/fixtures/diagnose`) and two machines by up to ~100 on deep models. A 16-bit float's
-/// statistics are reduced in float32 over rounded elements, so its Max and Min move by whole
-/// roundings: 16 of float16's (1.6 %), 8 of bfloat16's (6 %); float8 4 (50 %).
+/// dtype of epsilon `eps`. float32: 100 roundings (1.2e-5): two implementations of one layer on
+/// one machine differ by at most ~5 after 2 layers and 2 steps (the clean pairs of
+/// `tests/fixtures/diagnose` stay below 0.2 of it), and a float16 softmax cast back in one layer
+/// moves its neighbours by ~20. A 16-bit float's statistics are reduced in float32 over rounded
+/// elements, so its Max and Min move by whole roundings: 16 of float16's (1.6 %), 8 of bfloat16's
+/// (6 %); float8 4 (50 %).
 fn noise_floor(eps: f64) -> f64 {
     if eps >= 0.1 {
         eps * 4.0
@@ -991,6 +1004,11 @@ fn suspect(
         Reason::Adds => (
             gain(m.out, m.inp),
             match m.inp {
+                Some(r) if r > 1.0 => format!(
+                    "its output differs ({}), the first data that does beyond what its enclosing module shows; its inputs differ by {}",
+                    fmt_r(m.out),
+                    fmt_r(m.inp)
+                ),
                 Some(_) => format!(
                     "its output differs ({}) while its inputs agree ({})",
                     fmt_r(m.out),
