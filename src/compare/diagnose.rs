@@ -45,10 +45,10 @@
 //! A step whose first difference is its weights, after a step of the rank that agreed, names that
 //! step's optimizer first.
 
-use crate::base::HashMap;
+use crate::base::{join2, HashMap, Join};
 use crate::compare::Sides;
 use crate::formats::dump::RankDump;
-use crate::formats::json::{Store, Val};
+use crate::formats::json::{KeyId, Store, Val};
 use crate::formats::keys::k;
 use crate::graph::items::{Item, Py, State};
 use crate::graph::{Graph, NodeId, ROOT};
@@ -315,33 +315,40 @@ fn tensor_of(item: &Item, store: &Store) -> Option<Tensor> {
     if !ty.ends_with("Tensor") {
         return None;
     }
-    let n = numel(item.get(k::SHAPE), store)?;
-    let dtype = item
-        .get(k::DTYPE)
+    tensor_with(store, &|key| item.get(key).cloned())
+}
+
+/// The summary of a tensor whose fields `get` reads (None without a shape, or without any
+/// statistic or md5).
+fn tensor_with(store: &Store, get: &dyn Fn(KeyId) -> Option<Py>) -> Option<Tensor> {
+    let n = numel(get(k::SHAPE).as_ref(), store)?;
+    let dtype_py = get(k::DTYPE);
+    let dtype = dtype_py
+        .as_ref()
         .and_then(|d| d.as_str(store))
         .unwrap_or("");
-    let md5 = item
-        .get(k::MD5)
+    let md5 = get(k::MD5)
+        .as_ref()
         .and_then(|m| m.as_str(store))
         .map_or(0, hash_str);
-    let t = Tensor {
-        numel: n,
-        eps: dtype_eps(dtype),
-        max: py_f64(item.get(k::MAX), store),
-        min: py_f64(item.get(k::MIN), store),
-        mean: py_f64(item.get(k::MEAN), store),
-        norm: py_f64(item.get(k::NORM), store),
-        md5,
-        key: 0,
-    };
-    let stats = [k::MAX, k::MIN, k::MEAN, k::NORM];
+    let (max, min, mean, norm) = (get(k::MAX), get(k::MIN), get(k::MEAN), get(k::NORM));
     if md5 == 0
-        && stats
+        && [&max, &min, &mean, &norm]
             .iter()
-            .all(|key| item.get(*key).is_none_or(Py::is_none))
+            .all(|p| p.as_ref().is_none_or(Py::is_none))
     {
         return None;
     }
+    let t = Tensor {
+        numel: n,
+        eps: dtype_eps(dtype),
+        max: py_f64(max.as_ref(), store),
+        min: py_f64(min.as_ref(), store),
+        mean: py_f64(mean.as_ref(), store),
+        norm: py_f64(norm.as_ref(), store),
+        md5,
+        key: 0,
+    };
     let mut key = hash_str(dtype) ^ n.rotate_left(17);
     for x in [t.max, t.min, t.mean, t.norm] {
         key = (key ^ x.to_bits())
@@ -423,7 +430,32 @@ struct NodeTensors {
     params: Vec<Tensor>,
 }
 
+/// A node's tensors: read straight from its dump.json entry (the items `Graph::io` derives are
+/// strings and dicts this needs none of), or from its items where a parallel merge replaced them.
 fn tensors_of(g: &Graph, d: &RankDump, id: NodeId) -> NodeTensors {
+    if !g.io_override.contains_key(&id) {
+        let node = g.node(id);
+        let entry = node
+            .entry()
+            .and_then(|e| d.entries.get(e as usize))
+            .map(|e| d.store.val(e.value));
+        let mut t = NodeTensors::default();
+        if let Some(v @ Val::Obj { .. }) = entry {
+            let name = g.name(id);
+            let grads = name.rsplit('.').take(2).any(|p| p == "parameters_grad");
+            for (key, x) in d.store.obj(v).iter() {
+                let role = match key {
+                    _ if grads => &mut t.outputs,
+                    k::INPUT_ARGS | k::INPUT_KWARGS | k::INPUT => &mut t.inputs,
+                    k::OUTPUT => &mut t.outputs,
+                    k::PARAMETERS => &mut t.params,
+                    _ => continue,
+                };
+                walk_tensors(&d.store, x, role, 0);
+            }
+        }
+        return t;
+    }
     let (inp, out) = g.io(d, id);
     let mut t = NodeTensors::default();
     for (_, item) in inp.iter().chain(out.iter()) {
@@ -438,6 +470,37 @@ fn tensors_of(g: &Graph, d: &RankDump, id: NodeId) -> NodeTensors {
         }
     }
     t
+}
+
+/// The tensors in a dump value (lists, tuples and dicts of them, a P2P op's tensor), in order.
+fn walk_tensors(store: &Store, v: Val, out: &mut Vec<Tensor>, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Val::List { .. } => {
+            for x in store.list(v).iter() {
+                walk_tensors(store, x, out, depth + 1);
+            }
+        }
+        Val::Obj { .. } => {
+            let o = store.obj(v);
+            let is_tensor = o
+                .get(k::TYPE)
+                .and_then(|t| store.as_str(t))
+                .is_some_and(|t| t.ends_with("Tensor"));
+            if is_tensor {
+                if let Some(t) = tensor_with(store, &|key| o.get(key).map(Py::V)) {
+                    out.push(t);
+                }
+                return;
+            }
+            for (_, x) in o.iter() {
+                walk_tensors(store, x, out, depth + 1);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Measures `a`'s tensors against `b`'s (same role, same element count, the closest), and
@@ -653,10 +716,11 @@ fn fmt_r(r: Option<f64>) -> String {
 }
 
 /// Diagnoses one compared pair: measures every matched node's tensors, spreads the measures
-/// to every entry of the same tensors, and searches the NPU graph from its root.
-pub fn diagnose_pair(sides: Sides, step: i64, rank: i64) -> PairDiagnosis {
+/// to every entry of the same tensors, and searches the NPU graph from its root. `join`: the
+/// host's way to read the two sides' tensors side by side (the CLI's two threads), or None.
+pub fn diagnose_pair(sides: Sides, step: i64, rank: i64, join: Option<Join>) -> PairDiagnosis {
     let gn = sides.gn;
-    let (order, search, measured) = measure_pair(sides);
+    let (order, search, measured) = measure_pair(sides, join);
     let mut suspects = Vec::new();
     let (chain, first_time) = search.locate(&order);
     let weights_first = chain.first().is_some_and(|c| c.1 == Reason::Weights);
@@ -694,7 +758,7 @@ pub fn diagnose_pair(sides: Sides, step: i64, rank: i64) -> PairDiagnosis {
 
 /// Every node's measures, one line each in execution order (for `probelens diagnose --trace`).
 pub fn trace_pair(sides: Sides) -> String {
-    let (order, search, _) = measure_pair(sides);
+    let (order, search, _) = measure_pair(sides, None);
     let mut ids = order.clone();
     ids.sort_by_key(|id| search.start[*id as usize]);
     let f = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.3e}"));
@@ -721,18 +785,27 @@ pub fn trace_pair(sides: Sides) -> String {
 }
 
 /// Measures a pair: the nodes in post-order and the search over their measures.
-fn measure_pair(sides: Sides<'_>) -> (Vec<NodeId>, Search<'_>, usize) {
+fn measure_pair(sides: Sides<'_>, join: Option<Join>) -> (Vec<NodeId>, Search<'_>, usize) {
     let Sides { gn, dn, gb, db } = sides;
     let order = gn.post_order();
     let n_nodes = gn.nodes.len();
-    let mut tens: Vec<Option<NodeTensors>> = (0..n_nodes).map(|_| None).collect();
-    for &id in &order {
-        tens[id as usize] = Some(tensors_of(gn, dn, id));
-    }
-    let pairs: Vec<(NodeId, NodeTensors)> = pairs_to_measure(gn, gb, &order)
-        .into_iter()
-        .map(|(id, b)| (id, tensors_of(gb, db, b)))
-        .collect();
+    let to_measure = pairs_to_measure(gn, gb, &order);
+    let (tens, pairs) = join2(
+        join,
+        || {
+            let mut tens: Vec<Option<NodeTensors>> = (0..n_nodes).map(|_| None).collect();
+            for &id in &order {
+                tens[id as usize] = Some(tensors_of(gn, dn, id));
+            }
+            tens
+        },
+        || {
+            to_measure
+                .iter()
+                .map(|&(id, b)| (id, tensors_of(gb, db, b)))
+                .collect::<Vec<(NodeId, NodeTensors)>>()
+        },
+    );
     let strict = strict_dtype(&tens, &pairs);
     let mut known: HashMap<u64, f64> = HashMap::default();
     let mut measured = 0;

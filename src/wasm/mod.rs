@@ -1199,7 +1199,7 @@ impl Session {
         let sides = last.res.sides().ok_or_else(|| {
             js_err("the diagnosis compares two runs: load a Bench folder beside the NPU folder")
         })?;
-        let d = diagnose_pair(sides, step, rank);
+        let d = diagnose_pair(sides, step, rank, None);
         let dto = view::diagnosis_dto(&d, Some(&last.npu_order), last.bench_order.as_ref());
         self.divergence = view::divergence_column(&d, &last.npu_order);
         Ok(dto.to_string())
@@ -1261,7 +1261,7 @@ impl Session {
         let sides = res
             .sides()
             .ok_or_else(|| js_err("the diagnosis compares two runs"))?;
-        let d = diagnose_pair(sides, o.step, o.rank);
+        let d = diagnose_pair(sides, o.step, o.rank, None);
         Ok(view::diagnosis_dto(&d, None, None).to_string())
     }
 

@@ -149,7 +149,12 @@ fn diagnose_cmd(
                         eprintln!("probelens: {d}");
                     }
                     if let Some(sides) = res.sides() {
-                        pairs.push(diagnose_pair(sides, pair.step, pair.rank));
+                        pairs.push(diagnose_pair(
+                            sides,
+                            pair.step,
+                            pair.rank,
+                            Some(two_threads),
+                        ));
                     }
                 }
             }
@@ -180,7 +185,12 @@ fn diagnose_cmd(
                             probelens::compare::diagnose::trace_pair(sides)
                         );
                     }
-                    pairs.push(diagnose_pair(sides, pair.step, pair.rank));
+                    pairs.push(diagnose_pair(
+                        sides,
+                        pair.step,
+                        pair.rank,
+                        Some(two_threads),
+                    ));
                 }
             }
         }
