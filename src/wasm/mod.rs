@@ -139,6 +139,24 @@ impl RunOpts {
 }
 
 impl Session {
+    /// The plan's pair of `step` and `rank` over the loaded folders (the Bench side when loaded).
+    fn planned_pair(&self, step: i64, rank: i64) -> std::result::Result<run::PairPlan, JsValue> {
+        let bench = if self.bench.is_empty() {
+            None
+        } else {
+            Some(&self.bench as &dyn Files)
+        };
+        let plan = run::plan(&self.npu, bench).map_err(js_err)?;
+        plan.pairs
+            .into_iter()
+            .find(|p| p.step == step && p.rank == rank)
+            .ok_or_else(|| {
+                js_err(format!(
+                    "step {step} rank {rank} is not in the loaded dumps"
+                ))
+            })
+    }
+
     /// The parsed rank folders of a pair (each parsed once, here or by `check`, then reused).
     fn pair_dumps(
         &mut self,
@@ -697,23 +715,7 @@ impl Session {
         if !o.rank_size.is_empty() {
             return self.run_parallel(&o, layer_mapping);
         }
-        let bench = if self.bench.is_empty() {
-            None
-        } else {
-            Some(&self.bench as &dyn Files)
-        };
-        let plan = run::plan(&self.npu, bench).map_err(js_err)?;
-        let pair = plan
-            .pairs
-            .iter()
-            .find(|p| p.step == o.step && p.rank == o.rank)
-            .ok_or_else(|| {
-                js_err(format!(
-                    "step {} rank {} is not in the loaded dumps",
-                    o.step, o.rank
-                ))
-            })?
-            .clone();
+        let pair = self.planned_pair(o.step, o.rank)?;
         // A re-run of the same pair (another mapping from the editor, other options) parses
         // nothing.
         let (nd, bd) = self.pair_dumps(&pair)?;
@@ -790,18 +792,7 @@ impl Session {
             ));
         }
         let opts = o.run_options(o.layer_mapping()?);
-        let plan = run::plan(&self.npu, Some(&self.bench as &dyn Files)).map_err(js_err)?;
-        let pair = plan
-            .pairs
-            .iter()
-            .find(|p| p.step == o.step && p.rank == o.rank)
-            .ok_or_else(|| {
-                js_err(format!(
-                    "step {} rank {} is not in the loaded dumps",
-                    o.step, o.rank
-                ))
-            })?
-            .clone();
+        let pair = self.planned_pair(o.step, o.rank)?;
         let bench_dir = pair.bench_dir.clone().ok_or_else(|| {
             js_err(format!(
                 "step {} rank {} has no Bench folder",

@@ -8,6 +8,7 @@ use crate::db::{
 };
 use crate::fs::{tensor_dir, tensor_files, two_threads, FsFiles};
 use crate::progress::{CpuMarks, Progress};
+use crate::suggest::read_yaml;
 use probelens::base::error::{Error, Result};
 use probelens::base::Files;
 use probelens::compare::pair::PairResult;
@@ -190,29 +191,7 @@ pub(crate) fn read_layer_mapping(a: &Args) -> Result<Option<LayerMapping>> {
         Some(None) => return Ok(Some(LayerMapping::empty())),
         Some(Some(p)) => p,
     };
-    if let Ok(m) = std::fs::metadata(p) {
-        if m.len() > probelens::base::error::MAX_FILE_BYTES {
-            return Err(Error::input(
-                p.display().to_string(),
-                format!(
-                    "the layer mapping is {} bytes; that is no layer mapping",
-                    m.len()
-                ),
-            ));
-        }
-    }
-    let text = std::fs::read(p).map_err(|e| {
-        Error::input(
-            p.display().to_string(),
-            format!("cannot read the layer mapping: {e}"),
-        )
-    })?;
-    let text = String::from_utf8(text).map_err(|_| {
-        Error::input(
-            p.display().to_string(),
-            "the layer mapping is not UTF-8 text",
-        )
-    })?;
+    let text = read_yaml(p)?;
     Ok(Some(LayerMapping::parse(&p.display().to_string(), &text)?))
 }
 
