@@ -1802,20 +1802,40 @@ export function startApp(host) {
       sw.className = 'sw';
       sw.style.background = b.color;
       const tx = document.createElement('span');
-      tx.textContent = `${t(b.label)} ${counts[k]}`;
+      tx.textContent = `${t(b.label)} (${counts[k]})`;
       li.append(sw, tx);
       legend.append(li);
     });
+  }
+
+  function renderVerdict() {
+    const d = store.get().diagnosis;
+    divMsg.classList.toggle('err', !!d.error);
+    divMsg.textContent = d.error ? d.error : d.running && !d.heatmaps.some((h) => h.running) ? t('Diagnosing…') : d.result ? verdictText(d.result) : '';
+    divMsg.dataset.node = d.result?.suspects[0]?.node ?? '';
+    divMsg.dataset.verdict = d.result?.verdict ?? '';
+  }
+
+  /** After a language switch: the diagnosis' texts again (the suspect shown keeps its place). */
+  function relabelDiagnosis() {
+    const cur = divList.querySelector('li[aria-current="true"]');
+    const k = cur ? Number(/** @type {HTMLElement} */ (cur).dataset.k) : -1;
+    renderVerdict();
+    renderSuspects();
+    const s = store.get().diagnosis.result?.suspects[k];
+    if (s) {
+      divWhy.textContent = `${s.node} ⇄ ${s.bench_node ?? t('(no Bench counterpart)')}: ${s.why}`;
+      divList.children[k]?.setAttribute('aria-current', 'true');
+    }
+    applyOverlay();
+    renderHeatmaps();
   }
 
   store.subscribe(['diagnosis'], (st, prev) => {
     const d = st.diagnosis;
     const p = prev.diagnosis;
     if (d.result !== p.result || d.running !== p.running || d.error !== p.error) {
-      divMsg.classList.toggle('err', !!d.error);
-      divMsg.textContent = d.error ? d.error : d.running && !d.heatmaps.some((h) => h.running) ? t('Diagnosing…') : d.result ? verdictText(d.result) : '';
-      divMsg.dataset.node = d.result?.suspects[0]?.node ?? '';
-      divMsg.dataset.verdict = d.result?.verdict ?? '';
+      renderVerdict();
       if (d.result !== p.result) renderSuspects();
     }
     divOverlay.disabled = !d.divergence;
@@ -2323,6 +2343,7 @@ export function startApp(host) {
     renderFilterKinds();
     details.rerender();
     mappingPanel.relabel();
+    relabelDiagnosis();
   }
   langBtn.addEventListener('click', () => {
     setLang(getLang() === 'zh' ? 'en' : 'zh', true);

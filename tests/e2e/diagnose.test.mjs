@@ -214,6 +214,7 @@ describe('diagnosis', () => {
 
     // The step × layer heatmap over the two steps: the planted layer is the source of step 0; a
     // click on a step-1 cell shows step 1 and selects that layer's module.
+    await page.check('#diverge-overlay');
     await page.click('#heatmap-btn');
     await page.waitForFunction(() => {
       const p = document.getElementById('heatmap-pop');
