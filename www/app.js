@@ -1839,6 +1839,8 @@ export function startApp(host) {
       if (d.result !== p.result) renderSuspects();
     }
     divOverlay.disabled = !d.divergence;
+    // Shown once there is a diagnosis: until then the tool takes no more room than its buttons.
+    $('diverge-overlay-row').hidden = !d.divergence;
     divOverlay.checked = d.overlay;
     if (d.overlay !== p.overlay || d.divergence !== p.divergence) applyOverlay();
     if (d.heatmaps !== p.heatmaps || d.key !== p.key) renderHeatmaps();
@@ -1898,10 +1900,12 @@ export function startApp(host) {
   $('heatmap-btn').addEventListener('click', () => {
     runHeatmaps();
   });
-  $('heatmap-close').addEventListener('click', () => {
+  /** Hides the heatmaps, stopping them after the row in progress. */
+  function closeHeatmaps() {
     dc.cancel();
     heatPop.hidden = true;
-  });
+  }
+  $('heatmap-close').addEventListener('click', closeHeatmaps);
 
   function renderHeatmaps() {
     const st = store.get().diagnosis;
@@ -2380,6 +2384,7 @@ export function startApp(host) {
       tgt instanceof HTMLTextAreaElement || tgt instanceof HTMLSelectElement || tgt.isContentEditable;
     if (e.key === 'Escape') {
       if (!helpPop.hidden) toggleHelp(false);
+      else if (!heatPop.hidden) closeHeatmaps();
       else if (tgt === searchInput) searchInput.blur();
       return;
     }
