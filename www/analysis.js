@@ -1,5 +1,6 @@
 // @ts-check
-// Pure computations over a result's graph columns: name search, class filters, the first divergence.
+// Pure computations over a result's graph columns: name search and class filters (the diagnosis:
+// controllers/diagnose.js).
 // No DOM; every function takes the typed columns of protocol.js and returns node indexes in pre-order.
 
 /** @typedef {import('./protocol.js').Graph} Graph */
@@ -61,51 +62,4 @@ export function filterNodes(g, cls, kind, keep) {
   const out = [];
   for (let i = 0; i < n; i++) if ((!keep || keep(i)) && test(i)) out.push(i);
   return Int32Array.from(out);
-}
-
-/** Is a node of the backward pass? (`.backward.` inside its name, or a name ending with `.backward`) @param {string} name */
-export function isBackward(name) {
-  return name.includes('.backward.') || name.endsWith('.backward');
-}
-
-/**
- * The first divergence: the earliest node in execution order whose verdict is error while none of
- * its descendants is an error (so the fault is its own), forward pass first, then backward.
- * Execution order = pre-order of the NPU graph; a verdict is error when the node is matched and its
- * precision index falls in the legend's error range.
- *
- * `clean` tells whether every earlier node of the same pass passes or is unmatched (then every input
- * of the node passed); otherwise the earlier errors are necessarily its ancestors (a container's
- * verdict includes its children's outputs) and `earlierWarnings` counts the warnings before it.
- * @param {Graph} g the NPU graph
- * @param {Uint8Array} cls NPU classes
- * @param {number} errorK the error class
- * @param {number} passK the pass class
- * @param {number} unmatchedK
- * @param {number} noneK
- * @returns {{index: number, phase: 'forward' | 'backward', clean: boolean, earlierErrors: number, earlierWarnings: number} | null}
- */
-export function firstDivergence(g, cls, errorK, passK, unmatchedK, noneK) {
-  const n = g.names.length;
-  if (errorK < 0 || !n) return null;
-  const isErr = new Uint8Array(n);
-  for (let i = 0; i < n; i++) isErr[i] = g.matched[i] >= 0 && cls[i] === errorK ? 1 : 0;
-  const errBelow = new Uint8Array(n);
-  for (let i = n - 1; i > 0; i--) {
-    const p = g.parent[i];
-    if (p >= 0 && (isErr[i] || errBelow[i])) errBelow[p] = 1;
-  }
-  for (const phase of /** @type {const} */ (['forward', 'backward'])) {
-    let errors = 0;
-    let warnings = 0;
-    for (let i = 0; i < n; i++) {
-      if (isBackward(g.names[i]) !== (phase === 'backward')) continue;
-      if (isErr[i] && !errBelow[i]) {
-        return { index: i, phase, clean: errors === 0 && warnings === 0, earlierErrors: errors, earlierWarnings: warnings };
-      }
-      if (isErr[i]) errors++;
-      else if (g.matched[i] >= 0 && cls[i] !== passK && cls[i] !== unmatchedK && cls[i] !== noneK) warnings++;
-    }
-  }
-  return null;
 }

@@ -10,7 +10,7 @@ import { Outline } from './outline.js';
 import { DetailsPanel } from './details.js';
 import { Minimap } from './minimap.js';
 import { NodeList } from './listview.js';
-import { searchNames, filterNodes, firstDivergence } from './analysis.js';
+import { searchNames, filterNodes } from './analysis.js';
 import { toCsv } from './csv.js';
 import { t, detectLang, setLang, getLang, translateDom } from './i18n.js';
 import { MappingPanel } from './mappingpanel.js';
@@ -18,6 +18,8 @@ import { showWelcome } from './welcome.js';
 import { installGraphExports } from './graphexport.js';
 import { createStore } from './store.js';
 import { createManualController, MANUAL_INITIAL, runKey } from './controllers/manual.js';
+import { fitText, fontOf } from './elide.js';
+import { createDiagnoseController, DIAGNOSIS_INITIAL, DIV_BINS, divergenceClasses, classCounts, suspectItems, heatmapMatrix, layerNode, divClass } from './controllers/diagnose.js';
 import { createLayoutController, readLayout, defaultsFor } from './controllers/layout.js';
 import { createOfferController } from './controllers/frameworks.js';
 import { parseHash, buildHash } from './controllers/hash.js';
@@ -99,7 +101,7 @@ export function startApp(host) {
   })();
   /**
    * The page's state (store.js): views subscribe to its slices, controllers change it. `diagnosis`
-   * is the slot of the divergence diagnosis (suspects, overlays), not drawn yet.
+   * is the divergence diagnosis of the shown result (controllers/diagnose.js): suspects, overlay, heatmaps.
    * @typedef {import('./controllers/manual.js').ManualState & {
    *   sources: Record<Side, Source | null>,
    *   applied: Record<Side, Source | null>,
@@ -116,7 +118,7 @@ export function startApp(host) {
    *   selection: {side: Side, index: number} | null,
    *   layout: import('./controllers/layout.js').LayoutState,
    *   offer: import('./controllers/frameworks.js').Offer | null,
-   *   diagnosis: unknown,
+   *   diagnosis: import('./controllers/diagnose.js').DiagnosisState,
    * }} PageState
    */
   const store = createStore(/** @type {PageState} */ ({
@@ -150,10 +152,11 @@ export function startApp(host) {
     selection: null,
     layout: readLayout(storage, defaultsFor(window.innerWidth, window.innerHeight)),
     offer: null,
-    diagnosis: null,
+    diagnosis: DIAGNOSIS_INITIAL,
   }));
   const mc = createManualController(store, client, (k, p) => t(k, p));
   const lc = createLayoutController(store, storage);
+  const dc = createDiagnoseController(store, client);
 
   // The page's state as the code reads it: the fields with accessors live in the store; the rest are
   // request counters, the panes' tree models (view models), caches and the URL state in flight.
@@ -481,6 +484,7 @@ export function startApp(host) {
   async function load(changed) {
     const seq = ++S.loadSeq;
     offers.cancel();
+    dc.cancel();
     if (S.running) {
       // A load is running: terminate the worker (the old session goes with it) and start over.
       client.restart().catch(() => {});
@@ -638,6 +642,7 @@ export function startApp(host) {
     const same = S.sources.npu === S.applied.npu && S.sources.bench === S.applied.bench;
     if (!S.result || !same || S.sessionGen !== client.generation || S.running) return load([]);
     const seq = ++S.loadSeq;
+    dc.cancel();
     S.running = true;
     setState('loading');
     setError('load');
@@ -720,6 +725,7 @@ export function startApp(host) {
     resetTools();
     updateMatchBlocked();
     S.reapply = mc.resultShown('');
+    dc.resultShown('');
     hooks.shown();
   }
 
@@ -758,6 +764,9 @@ export function startApp(host) {
     // The hand-made pairs kept for this step and rank come back by name (one undo step).
     const key = S.mode === 'vis' ? runKey(visStep(), visRank()) : runKey(S.runOpts?.step ?? 0, S.runOpts?.rank ?? 0);
     S.reapply = mc.resultShown(key);
+    // A new result has no diagnosis yet; the heatmaps stay while only the step or rank changed.
+    const inputs = heatInputs();
+    dc.resultShown(key, !!heatOf && heatOf.npu === inputs.npu && heatOf.bench === inputs.bench && heatOf.opts === inputs.opts && S.mode === 'dump');
     setupMicroSteps(result);
     window.__probelens.timings.displayMs = performance.now() - t0;
     considerOffer();
@@ -1665,34 +1674,329 @@ export function startApp(host) {
     runFilter();
   });
 
-  // ---------------------------------------------------------------- first divergence
+  // ---------------------------------------------------------------- diagnosis (controllers/diagnose.js)
+  const divMsg = $('diverge-msg');
+  const divList = $('diverge-list');
+  const divWhy = $('diverge-why');
+  const divOverlay = /** @type {HTMLInputElement} */ ($('diverge-overlay'));
+  const heatPop = $('heatmap-pop');
+
+  /** The step and rank of the shown result (the labels of its diagnosis). */
+  function shownStepRank() {
+    return { step: S.runOpts?.step ?? 0, rank: S.runOpts?.mergedRank ?? S.runOpts?.rank ?? 0 };
+  }
+
+  /** Why the diagnosis cannot run on the shown result, or ''. */
+  function diagnoseBlocked() {
+    if (!S.result || !S.result.bench) return t('The diagnosis needs a compare result (two sides).');
+    if (S.mode !== 'dump') return t('The diagnosis needs the dump folders (this result was read from a msprobe output file).');
+    if (S.sessionGen !== client.generation) return t('The core was restarted: reload the folders to diagnose.');
+    return '';
+  }
+
+  /** Diagnoses the shown result and shows its top suspect. */
+  async function runDiagnosis() {
+    const why = diagnoseBlocked();
+    if (why) {
+      store.set((st) => ({ diagnosis: { ...st.diagnosis, error: why, result: null, divergence: null, overlay: false } }));
+      return;
+    }
+    const { step, rank } = shownStepRank();
+    const d = await dc.diagnose(step, rank);
+    if (d && d.suspects.length) showSuspect(0);
+  }
   $('diverge-btn').addEventListener('click', () => {
-    const msg = $('diverge-msg');
-    const r = S.result;
-    const c = S.classes;
-    msg.dataset.node = '';
-    if (!r || !c || !r.bench) {
-      msg.textContent = t('The first divergence needs a compare result (two sides).');
-      return;
-    }
-    const fd = firstDivergence(r.npu, c.npu, errorBin(c.bins), passBin(c.bins), c.unmatched, c.none);
-    if (!fd) {
-      msg.textContent = t('No node has an error verdict.');
-      return;
-    }
-    if (!S.models.npu?.inStep(fd.index)) setMicroStep(-1);
-    select('npu', fd.index, 'api');
-    const name = r.npu.names[fd.index];
-    const p = r.npu.precision[fd.index];
-    const params = { name, p: Number.isFinite(p) ? String(p) : '—', e: fd.earlierErrors, w: fd.earlierWarnings };
-    const pass = fd.phase === 'forward' ? t('forward') : t('backward');
-    msg.textContent =
-      (fd.phase === 'backward' ? t('No forward node is an error. ') : '') +
-      (fd.clean
-        ? t('{name} is the first {pass} node whose verdict is error (precision index {p}) while every earlier {pass} node passes or is unmatched, so all its inputs passed; none of its descendants is an error.', { ...params, pass })
-        : t('{name} is the earliest {pass} node whose own verdict is error (precision index {p}) while none of its descendants is an error, so the fault is its own. The {e} earlier error nodes are its ancestors (their verdict includes it); {w} earlier nodes have warnings.', { ...params, pass }));
-    msg.dataset.node = name;
+    runDiagnosis();
   });
+  divOverlay.addEventListener('change', () => dc.setOverlay(divOverlay.checked));
+
+  /**
+   * Reveals suspect k on both sides: selects its NPU node (which reveals its counterpart) and, when
+   * its Bench node is not that counterpart, reveals the Bench node too; the reason shows below.
+   * @param {number} k
+   */
+  function showSuspect(k) {
+    const d = store.get().diagnosis.result;
+    const s = d?.suspects[k];
+    if (!s || !S.result) return;
+    if (s.npuIndex !== null && s.npuIndex >= 0) select('npu', s.npuIndex, 'api');
+    const b = s.benchIndex;
+    if (b !== null && b >= 0 && S.result.bench && (s.npuIndex === null || S.result.npu.matched[s.npuIndex] !== b)) {
+      revealNode('bench', b);
+      views[graphToPane('bench')].peer = b;
+      outlines[graphToPane('bench')].setSelection(-1, b);
+    }
+    divWhy.textContent = `${s.node} ⇄ ${s.bench_node ?? t('(no Bench counterpart)')}: ${s.why}`;
+    divWhy.dataset.node = s.node;
+    divWhy.dataset.benchNode = s.bench_node ?? '';
+    for (const li of Array.from(divList.children)) li.setAttribute('aria-current', String(Number(/** @type {HTMLElement} */ (li).dataset.k) === k));
+  }
+
+  /** The verdict line, as the CLI's (`Diagnosis::verdict_line`). @param {import('./protocol.js').Diagnosis} d */
+  function verdictText(d) {
+    const top = d.suspects[0];
+    if (!top) return t('The runs agree within their float noise: no measured tensor differs beyond it ({n} tensors measured).', { n: d.measured });
+    return t('The runs part ways at step {step}, rank {rank}, in {node} ({pass} pass).', { step: top.step, rank: top.rank, node: top.node, pass: t(top.pass) });
+  }
+
+  /** @type {string} the font of the suspects' names (read once) */
+  let suspectFont = '';
+  function renderSuspects() {
+    const st = store.get().diagnosis;
+    const d = st.result;
+    divList.replaceChildren();
+    divWhy.textContent = '';
+    if (!d) return;
+    const width = Math.max(80, divList.clientWidth - 8);
+    for (const [k, it] of suspectItems(d).entries()) {
+      const li = document.createElement('li');
+      li.tabIndex = 0;
+      li.dataset.k = String(k);
+      li.dataset.node = it.node;
+      li.dataset.benchNode = it.bench ?? '';
+      li.title = it.title;
+      const name = document.createElement('span');
+      name.className = 's-name';
+      if (!suspectFont) suspectFont = fontOf(divList);
+      name.textContent = fitText(it.node, width, suspectFont);
+      const meta = document.createElement('span');
+      meta.className = 's-meta';
+      meta.textContent = t('score {score} · {pass} · step {step} rank {rank}', { score: it.score, pass: t(it.pass), step: it.step, rank: it.rank });
+      li.append(name, meta);
+      li.addEventListener('click', () => showSuspect(k));
+      li.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter') showSuspect(k);
+      });
+      divList.append(li);
+    }
+  }
+
+  /** Colours the panes by divergence (the overlay on) or by the result's classes. */
+  function applyOverlay() {
+    const st = store.get().diagnosis;
+    const r = S.result;
+    const on = st.overlay && !!st.divergence && !!r && st.divergence.length === r.npu.names.length;
+    const legend = $('div-legend');
+    legend.replaceChildren();
+    legend.hidden = !on;
+    if (!on || !r || !st.divergence) {
+      for (const side of SIDES) {
+        views[side].setPaint(null);
+        outlines[side].setPaint(null);
+      }
+      return;
+    }
+    const cls = divergenceClasses(st.divergence, r.bench ? r.bench.matched : null);
+    for (const side of SIDES) {
+      const c = side === 'npu' ? cls.npu : cls.bench;
+      const paint = c ? { bins: DIV_BINS, cls: c } : null;
+      views[graphToPane(side)].setPaint(paint);
+      outlines[graphToPane(side)].setPaint(paint);
+    }
+    const counts = classCounts(cls.npu);
+    DIV_BINS.forEach((b, k) => {
+      const li = document.createElement('li');
+      li.dataset.div = b.cls;
+      li.dataset.count = String(counts[k]);
+      const sw = document.createElement('span');
+      sw.className = 'sw';
+      sw.style.background = b.color;
+      const tx = document.createElement('span');
+      tx.textContent = `${t(b.label)} (${counts[k]})`;
+      li.append(sw, tx);
+      legend.append(li);
+    });
+  }
+
+  function renderVerdict() {
+    const d = store.get().diagnosis;
+    divMsg.classList.toggle('err', !!d.error);
+    divMsg.textContent = d.error ? d.error : d.running && !d.heatmaps.some((h) => h.running) ? t('Diagnosing…') : d.result ? verdictText(d.result) : '';
+    divMsg.dataset.node = d.result?.suspects[0]?.node ?? '';
+    divMsg.dataset.verdict = d.result?.verdict ?? '';
+  }
+
+  /** After a language switch: the diagnosis' texts again (the suspect shown keeps its place). */
+  function relabelDiagnosis() {
+    const cur = divList.querySelector('li[aria-current="true"]');
+    const k = cur ? Number(/** @type {HTMLElement} */ (cur).dataset.k) : -1;
+    renderVerdict();
+    renderSuspects();
+    const s = store.get().diagnosis.result?.suspects[k];
+    if (s) {
+      divWhy.textContent = `${s.node} ⇄ ${s.bench_node ?? t('(no Bench counterpart)')}: ${s.why}`;
+      divList.children[k]?.setAttribute('aria-current', 'true');
+    }
+    applyOverlay();
+    renderHeatmaps();
+  }
+
+  store.subscribe(['diagnosis'], (st, prev) => {
+    const d = st.diagnosis;
+    const p = prev.diagnosis;
+    if (d.result !== p.result || d.running !== p.running || d.error !== p.error) {
+      renderVerdict();
+      if (d.result !== p.result) renderSuspects();
+    }
+    divOverlay.disabled = !d.divergence;
+    // Shown once there is a diagnosis: until then the tool takes no more room than its buttons.
+    $('diverge-overlay-row').hidden = !d.divergence;
+    divOverlay.checked = d.overlay;
+    if (d.overlay !== p.overlay || d.divergence !== p.divergence) applyOverlay();
+    if (d.heatmaps !== p.heatmaps || d.key !== p.key) renderHeatmaps();
+  });
+
+  // ---- heatmaps
+  /** The values of a selector's options (the loaded steps or ranks). @param {string} id */
+  const optionValues = (id) => Array.from(/** @type {HTMLSelectElement} */ ($(id)).options, (o) => Number(o.value));
+  /** What the heatmaps depend on besides the step and rank: the sources and the other options. */
+  function heatInputs() {
+    const rest = { ...(S.runOpts ?? {}) };
+    for (const k of ['step', 'rank', 'mergedRank']) delete rest[/** @type {'step'} */ (k)];
+    return { npu: S.applied.npu, bench: S.applied.bench, opts: JSON.stringify(rest) };
+  }
+  /** @type {ReturnType<typeof heatInputs> | null} the inputs of the heatmaps shown */
+  let heatOf = null;
+
+  async function runHeatmaps() {
+    const why = diagnoseBlocked();
+    if (why) {
+      store.set((st) => ({ diagnosis: { ...st.diagnosis, error: why } }));
+      return;
+    }
+    const { step, rank } = shownStepRank();
+    const steps = optionValues('step-select');
+    const ranks = S.mergedRanks ? [] : optionValues('rank-select');
+    /** @type {{axis: 'step' | 'rank', keys: number[], at: number}[]} */
+    const specs = [{ axis: 'step', keys: steps.length ? steps : [step], at: rank }];
+    if (ranks.length > 1) specs.push({ axis: 'rank', keys: ranks, at: step });
+    heatOf = heatInputs();
+    heatPop.hidden = false;
+    const opts = /** @type {import('./protocol.js').RunOptions} */ (S.runOpts);
+    const d = store.get().diagnosis.result;
+    const progressEl = $('heatmap-progress');
+    const ok = await dc.heatmaps(
+      specs,
+      (axis, key, at) => {
+        const o = { ...opts, step: axis === 'step' ? key : at, rank: axis === 'rank' ? key : at };
+        delete o.mergedRank;
+        return o;
+      },
+      { step, rank, diagnosis: d && d.step === step && d.rank === rank ? d : null },
+      (done, total, axis, key) => {
+        heatPop.dataset.done = String(done);
+        heatPop.dataset.total = String(total);
+        if (key < 0) {
+          progressEl.textContent = '';
+          return;
+        }
+        const spec = specs.find((x) => x.axis === axis);
+        const k = spec ? spec.keys.indexOf(key) + 1 : 0;
+        progressEl.textContent = t(axis === 'step' ? 'step {k} of {n}' : 'rank {k} of {n}', { k, n: spec?.keys.length ?? 0 });
+      },
+    );
+    if (!ok) progressEl.textContent = t('stopped');
+  }
+  $('heatmap-btn').addEventListener('click', () => {
+    runHeatmaps();
+  });
+  /** Hides the heatmaps, stopping them after the row in progress. */
+  function closeHeatmaps() {
+    dc.cancel();
+    heatPop.hidden = true;
+  }
+  $('heatmap-close').addEventListener('click', closeHeatmaps);
+
+  function renderHeatmaps() {
+    const st = store.get().diagnosis;
+    const box = $('heatmap-tables');
+    box.replaceChildren();
+    heatPop.dataset.running = String(st.heatmaps.some((h) => h.running));
+    if (!st.heatmaps.length) heatPop.hidden = true;
+    const { step, rank } = shownStepRank();
+    for (const h of st.heatmaps) {
+      const { layers, cells } = heatmapMatrix(h);
+      const table = document.createElement('table');
+      table.className = 'heatmap';
+      table.dataset.axis = h.axis;
+      const cap = document.createElement('caption');
+      cap.textContent = h.axis === 'step' ? t('step × layer (rank {rank})', { rank: h.at }) : t('rank × layer (step {step})', { step: h.at });
+      table.append(cap);
+      const head = document.createElement('thead');
+      const hr = document.createElement('tr');
+      hr.append(document.createElement('th'));
+      for (const l of layers) {
+        const th = document.createElement('th');
+        th.textContent = l;
+        th.title = l;
+        hr.append(th);
+      }
+      head.append(hr);
+      table.append(head);
+      const body = document.createElement('tbody');
+      h.keys.forEach((key, k) => {
+        const tr = document.createElement('tr');
+        tr.dataset.key = String(key);
+        const shown = h.axis === 'step' ? key === step && h.at === rank : key === rank && h.at === step;
+        tr.classList.toggle('shown', shown);
+        const th = document.createElement('th');
+        th.textContent = `${t(h.axis)} ${key}`;
+        const d = h.rows[k];
+        if (d) th.title = d.verdict === 'agree' ? t('agree') : t('diverged');
+        tr.append(th);
+        const row = cells[k];
+        const err = h.errors[k];
+        for (let c = 0; c < Math.max(1, layers.length); c++) {
+          const td = document.createElement('td');
+          const cell = row?.[c] ?? null;
+          const layer = layers[c] ?? '';
+          if (err) {
+            td.className = 'err';
+            td.textContent = '!';
+            td.title = err;
+          } else if (!row) {
+            td.className = 'pending';
+          } else if (cell) {
+            const v = cell.div;
+            td.style.background = DIV_BINS[divClass(v)].color;
+            td.dataset.layer = layer;
+            td.dataset.div = v === null ? '' : String(v);
+            if (cell.source) {
+              td.classList.add('source');
+              td.dataset.source = 'true';
+            }
+            td.title = `${t(h.axis)} ${key} · ${layer}: ${v === null ? t('not measured') : t('divergence 10^{v} × the noise floor', { v: v.toFixed(2) })}${cell.source ? ` · ${t('holds the top suspect')}` : ''}`;
+            td.addEventListener('click', () => openCell(h.axis, key, h.at, layer));
+          }
+          tr.append(td);
+        }
+        body.append(tr);
+      });
+      table.append(body);
+      box.append(table);
+    }
+  }
+
+  /**
+   * Shows the step (or rank) of a heatmap cell, with the other coordinate of its heatmap, and reveals
+   * the layer's module in the NPU pane.
+   * @param {'step' | 'rank'} axis @param {number} key @param {number} at @param {string} layer
+   */
+  async function openCell(axis, key, at, layer) {
+    const stepSel = /** @type {HTMLSelectElement} */ ($('step-select'));
+    const rankSel = /** @type {HTMLSelectElement} */ ($('rank-select'));
+    const want = { step: axis === 'step' ? key : at, rank: axis === 'rank' ? key : at };
+    const { step, rank } = shownStepRank();
+    if (want.step !== step || want.rank !== rank) {
+      stepSel.value = String(want.step);
+      rankSel.value = String(want.rank);
+      await rerun();
+    }
+    const r = S.result;
+    if (!r) return;
+    const i = layerNode(r.npu.names, layer);
+    if (i >= 0) select('npu', i, 'api');
+  }
 
   // ---------------------------------------------------------------- manual match (controllers/manual.js)
   const pairsList = new NodeList($('pairs-box'), 'pairs', {
@@ -1790,6 +2094,8 @@ export function startApp(host) {
     renderLegend(r, c, true);
     renderSummary(r, c, true);
     runFilter();
+    // The diagnosis was made before this change (manual matches take part in it): make it again.
+    if (store.get().diagnosis.result) dc.resultShown(store.get().diagnosis.key, true);
     if (S.selection) {
       // The counterpart may have changed: select again (keeps the view and the picks) and reload the details.
       const { side, index } = S.selection;
@@ -1801,8 +2107,6 @@ export function startApp(host) {
   /** Clears the tools' state for a new result (the hand-made pairs: see `mc.resultShown`). */
   function resetTools() {
     S.nameIndex = null;
-    $('diverge-msg').textContent = '';
-    $('diverge-msg').dataset.node = '';
     $('export-msg').textContent = '';
     runSearch();
     filterList.pos = -1;
@@ -2043,6 +2347,7 @@ export function startApp(host) {
     renderFilterKinds();
     details.rerender();
     mappingPanel.relabel();
+    relabelDiagnosis();
   }
   langBtn.addEventListener('click', () => {
     setLang(getLang() === 'zh' ? 'en' : 'zh', true);
@@ -2079,6 +2384,7 @@ export function startApp(host) {
       tgt instanceof HTMLTextAreaElement || tgt instanceof HTMLSelectElement || tgt.isContentEditable;
     if (e.key === 'Escape') {
       if (!helpPop.hidden) toggleHelp(false);
+      else if (!heatPop.hidden) closeHeatmaps();
       else if (tgt === searchInput) searchInput.blur();
       return;
     }
@@ -2241,6 +2547,9 @@ export function startApp(host) {
     suspends: 0,
     get state() {
       return S;
+    },
+    get diagnosis() {
+      return store.get().diagnosis;
     },
     views,
     outlines,

@@ -6,6 +6,8 @@ interface ProbelensHook {
   timings: { displayMs: number };
   suspends: number;
   readonly state: unknown;
+  /** the diagnosis slice of the page's store (controllers/diagnose.js) */
+  readonly diagnosis: import('./controllers/diagnose.js').DiagnosisState;
   views: unknown;
   outlines: unknown;
   minimaps: unknown;

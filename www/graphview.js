@@ -50,6 +50,10 @@ export class GraphView {
     this.hatched = [];
     /** @type {CanvasPattern | null} */
     this.hatch = null;
+    /** @type {import('./colors.js').Bin[]} the result's legend classes (the colours of the model's `cls`) */
+    this.baseBins = [];
+    /** @type {Uint8Array | null} the class per node drawn instead of the model's `cls` (the divergence overlay) */
+    this.paintCls = null;
     this.installInput();
     new ResizeObserver(() => this.resize()).observe(canvas);
   }
@@ -57,14 +61,37 @@ export class GraphView {
   /** @param {import('./tree.js').TreeModel | null} model @param {import('./colors.js').Bin[]} bins */
   setModel(model, bins) {
     this.model = model;
-    this.bins = bins;
-    this.strokes = bins.map((b) => darker(b.color));
-    /** classes drawn hatched ("no precision index" in a compare, white like msprobe's "pass") */
-    this.hatched = bins.map((_, k) => isHatched(bins, k));
+    this.baseBins = bins;
+    this.setPaint(null);
     this.selected = -1;
     this.peer = -1;
     this.pick = -1;
     this.fit();
+  }
+
+  /**
+   * Colours the nodes by other classes than the model's (the divergence overlay), or back by the
+   * model's own (null).
+   * @param {{bins: readonly import('./colors.js').Bin[], cls: Uint8Array} | null} paint
+   */
+  setPaint(paint) {
+    const bins = paint ? [...paint.bins] : this.baseBins;
+    this.paintCls = paint ? paint.cls : null;
+    this.bins = bins;
+    this.strokes = bins.map((b) => darker(b.color));
+    /** classes drawn hatched ("no precision index" in a compare, white like msprobe's "pass") */
+    this.hatched = bins.map((_, k) => isHatched(bins, k));
+    this.invalidate();
+  }
+
+  /** The class node i is drawn with. @param {number} i */
+  classOf(i) {
+    return (this.paintCls ?? this.model?.cls)?.[i] ?? -1;
+  }
+
+  /** The fill colour node i is drawn with (tests read it back). @param {number} i */
+  colorOf(i) {
+    return this.bins[this.classOf(i)]?.color ?? '#ffffff';
   }
 
   /** Moves the view by (dx, dy) CSS px. @param {number} dx @param {number} dy */
@@ -404,9 +431,10 @@ export class GraphView {
     if (sx > this.cssW || sy > this.cssH || sx + sw < 0 || sy + sh < 0) return; // culled
     const ctx = this.ctx;
     this.stats.drawn++;
-    const bin = this.bins[m.cls[i]];
+    const k = this.paintCls ? this.paintCls[i] : m.cls[i];
+    const bin = this.bins[k];
     const fill = bin ? bin.color : '#ffffff';
-    const stroke = this.strokes[m.cls[i]] ?? '#666666';
+    const stroke = this.strokes[k] ?? '#666666';
     const open = m.isOpen(i);
     const nodeType = m.g.nodeType[i];
     // Level of detail: a box smaller than ~2 px is a dot.
@@ -416,7 +444,7 @@ export class GraphView {
       return;
     }
     const hh = Math.min(L.rowH * s, sh);
-    const hatched = this.hatched[m.cls[i]];
+    const hatched = this.hatched[k];
     if (open) {
       this.fillStyle(m.depth[i] % 2 ? '#ffffff' : '#fbfbfc');
       ctx.fillRect(sx, sy, sw, sh);

@@ -122,7 +122,7 @@ export class Minimap {
       const [i, x, y] = /** @type {[number, number, number]} */ (stack.pop());
       const w = m.w[i] * this.k;
       const h = m.h[i] * this.k;
-      const bin = bins[m.cls[i]];
+      const bin = bins[this.view.classOf(i)];
       ctx.fillStyle = bin ? bin.color : '#ffffff';
       if (m.isOpen(i) && w > 3 && h > 3) {
         ctx.fillRect(x, y, w, Math.min(h, Math.max(1, 20 * this.k)));

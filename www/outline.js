@@ -20,6 +20,10 @@ export class Outline {
     this.model = null;
     /** @type {import('./colors.js').Bin[]} */
     this.bins = [];
+    /** @type {import('./colors.js').Bin[]} the result's legend classes (the colours of the model's `cls`) */
+    this.baseBins = [];
+    /** @type {Uint8Array | null} the class per node shown instead of the model's `cls` (the divergence overlay) */
+    this.paintCls = null;
     this.compare = false;
     this.selected = -1;
     this.peer = -1;
@@ -61,6 +65,8 @@ export class Outline {
   setModel(model, bins, compare) {
     this.model = model;
     this.bins = bins;
+    this.baseBins = bins;
+    this.paintCls = null;
     this.compare = compare;
     this.selected = -1;
     this.peer = -1;
@@ -73,6 +79,17 @@ export class Outline {
   }
 
   /** Re-reads the visible rows (after expand/collapse) and re-renders. */
+  /**
+   * Shows the nodes' swatches by other classes than the model's (the divergence overlay), or back by
+   * the model's own (null).
+   * @param {{bins: readonly import('./colors.js').Bin[], cls: Uint8Array} | null} paint
+   */
+  setPaint(paint) {
+    this.bins = paint ? [...paint.bins] : this.baseBins;
+    this.paintCls = paint ? paint.cls : null;
+    this.render();
+  }
+
   refresh() {
     this.rows = this.model ? this.model.rows() : new Int32Array(0);
     this.spacer.style.height = `${this.rows.length * ROW_H}px`;
@@ -148,7 +165,8 @@ export class Outline {
       row.id = `${this.side}-node-${i}`;
       row.style.transform = `translateY(${r * ROW_H}px)`;
       row.dataset.nodeIndex = String(i);
-      const bin = this.bins[m.cls[i]];
+      const ck = this.paintCls ? this.paintCls[i] : m.cls[i];
+      const bin = this.bins[ck];
       row.dataset.precision = bin ? bin.cls : 'none';
       row.dataset.matched = this.compare && m.g.matched[i] >= 0 ? 'true' : 'false';
       row.setAttribute('aria-level', String(m.depth[i] + 1));
@@ -165,7 +183,7 @@ export class Outline {
       row.style.paddingLeft = `${4 + m.depth[i] * 14}px`;
       const [tw, sw, lab, badge] = /** @type {HTMLElement[]} */ (Array.from(row.children));
       tw.textContent = expandable ? (m.expanded[i] ? '▾' : '▸') : '';
-      sw.style.background = swatchBackground(this.bins, m.cls[i]);
+      sw.style.background = swatchBackground(this.bins, ck);
       // Deep rows have little room: labels are elided in the middle (the title has the full name).
       if (!this.font) this.font = fontOf(lab);
       const ovW = m.g.overflow[i] ? 4 + 6 + 6 * m.g.overflow[i].length : 0;

@@ -179,9 +179,18 @@
  *   read or parsed again) and is freed at once; the shown result is untouched.
  * @typedef {{id: number, type: 'exportVis'}} ExportVisRequest
  *   The opened `.vis.db` with the manual matches made on it (answers `{bytes}`, an ArrayBuffer).
+ * @typedef {{id: number, type: 'diagnose', step: number, rank: number}} DiagnoseRequest
+ *   The diagnosis of the current compare (core `Session.diagnose`, `step`/`rank` label it); answers
+ *   {@link DiagnoseAnswer}: the {@link Diagnosis} and the NPU nodes' divergence column (transferred).
+ * @typedef {{id: number, type: 'diagnoseStep', options: RunOptions}} DiagnoseStepRequest
+ *   The diagnosis of another step or rank of the current dump session (core `Session.diagnoseStep`:
+ *   that pair's rank folders are parsed unless parsed already, and freed after), without changing the
+ *   shown result; answers a {@link Diagnosis} (its suspects' `npuIndex`/`benchIndex` are null). One
+ *   request per heatmap row: the page loops over the steps or ranks and can stop between them.
  * @typedef {InitRequest | NewSessionRequest | AdoptSideRequest | FileBeginRequest | FileChunkRequest | FileHandlesRequest | CheckRequest | LayoutRequest | RunRequest
  *   | DiscardStagingRequest | NodePairRequest | MatchRequest | OpenVisRequest | RunVisRequest | ExportCsvRequest
- *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest | ProbeRunRequest | ExportVisRequest} Request
+ *   | CheckMappingRequest | SuggestRequest | ExportMappingRequest | ProbeRunRequest | ExportVisRequest
+ *   | DiagnoseRequest | DiagnoseStepRequest} Request
  */
 
 /**
@@ -201,6 +210,21 @@
 /**
  * Answer of `exportMapping`.
  * @typedef {{yaml: string, added: {key: string, src: string, dst: string}[], reproduced: [string, string][], missed: [string, string, string][]}} MappingExport
+ */
+
+/**
+ * One suspect of the diagnosis (`view::diagnosis_dto`), best first: the NPU node where the two runs
+ * part ways, its Bench counterpart, how much error it adds (`score`: log10 of its output's divergence
+ * over its inputs'), and why. `npuIndex`/`benchIndex`: pre-order indices in the shown graphs (null when
+ * absent, and in a `diagnoseStep` answer).
+ * @typedef {{step: number, rank: number, pass: 'forward' | 'backward', node: string, bench_node: string | null, score: number, why: string, npuIndex: number | null, benchIndex: number | null}} Suspect
+ * One layer's cell of a heatmap row: the largest log10 divergence of the layer's forward outputs in
+ * units of the noise floor (0: within it; null: not measured), `source`: it holds the top suspect.
+ * @typedef {{layer: string, div: number | null, source: boolean}} LayerCell
+ * @typedef {{step: number, rank: number, verdict: 'agree' | 'diverged', suspects: Suspect[], layers: LayerCell[], measured: number}} Diagnosis
+ * @typedef {{diagnosis: Diagnosis, divergence: Float32Array}} DiagnoseAnswer
+ *   `divergence`: per NPU node in pre-order, log10 of its output's divergence in units of the noise
+ *   floor (0: within it, NaN: not measured).
  */
 
 /**
@@ -231,7 +255,7 @@
  *   nodePair → `{npu: NodeDetail | null, bench: NodeDetail | null}`; match → {@link Changes};
  *   openVis → {@link VisMeta}; runVis → {@link RunResult}; exportCsv → `{csv: string, rows: number}`;
  *   checkMapping → {@link MappingCheck}; suggest → {@link Suggestions}; exportMapping → {@link MappingExport};
- *   others → undefined.
+ *   diagnose → {@link DiagnoseAnswer}; diagnoseStep → {@link Diagnosis}; others → undefined.
  * @typedef {ProgressResponse | ErrorResponse | ResultResponse} Response
  */
 
@@ -274,6 +298,7 @@ export const STAGES = Object.freeze({
   exportCsv: 'Exporting the compare table',
   match: 'Matching',
   suggest: 'Finding match suggestions',
+  diagnose: 'Diagnosing',
 });
 
 /** The sides, in display order (NPU left, Bench right). */

@@ -461,6 +461,21 @@ async function handle(req) {
       post({ id, type: 'result', value: { list: JSON.parse(s.suggest(req.minScore)), defaultMinScore: Session.defaultMinScore() } });
       return;
     }
+    case 'diagnose': {
+      const s = need(current);
+      if (!(s instanceof Session)) throw new Error('the diagnosis needs the dump folders (this result was read from a msprobe output file)');
+      post({ id, type: 'progress', stage: STAGES.diagnose });
+      const diagnosis = JSON.parse(s.diagnose(BigInt(req.step), BigInt(req.rank)));
+      const divergence = s.divergence();
+      post({ id, type: 'result', value: { diagnosis, divergence } }, [divergence.buffer]);
+      return;
+    }
+    case 'diagnoseStep': {
+      const s = need(current);
+      if (!(s instanceof Session)) throw new Error('the diagnosis needs the dump folders (this result was read from a msprobe output file)');
+      post({ id, type: 'result', value: JSON.parse(s.diagnoseStep(JSON.stringify(req.options))) });
+      return;
+    }
     case 'exportMapping': {
       const s = need(current);
       if (!(s instanceof Session)) throw new Error('exporting a mapping needs the dump folders (this result was read from a msprobe output file)');

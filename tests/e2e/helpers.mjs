@@ -19,6 +19,20 @@ const ARGS = [
   '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
 ];
 
+/**
+ * The CLI binary to compare the page with: `PROBELENS_BIN`, else the newest of `target/release` and
+ * `target/ci` (`npm test` builds the ci one with `cargo test --profile ci` before the page).
+ */
+export function cliBinary() {
+  if (process.env.PROBELENS_BIN) return process.env.PROBELENS_BIN;
+  const found = ['release', 'ci']
+    .map((p) => path.join(ROOT, 'target', p, 'probelens'))
+    .filter((f) => fs.existsSync(f))
+    .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+  assert.ok(found.length, 'no target/{release,ci}/probelens: run `cargo build --release` first');
+  return found[0];
+}
+
 /** Fails early with a clear message when the build is missing. */
 export function requireBuild() {
   for (const f of ['index.html', 'probelens.html', 'pkg/probelens.js', 'pkg/probelens_bg.wasm']) {

@@ -1,9 +1,10 @@
-// Browser tests of the page's tools (issue #4) on the served site: search, filters, first divergence,
+// Browser tests of the page's tools (issue #4) on the served site: search, filters, the diagnosis,
 // manual match with undo/redo and .vis.config save/load, language, URL hash, exports, minimap and
 // keyboard, micro steps, and msprobe's own outputs (.vis.db through sql.js, legacy .vis JSON).
 // Expected values are computed independently from the result arrays or read from msprobe's files.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,7 +12,7 @@ import zlib from 'node:zlib';
 import initSqlJs from 'sql.js';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
-  expectedClasses, indexOf,
+  expectedClasses, indexOf, cliBinary,
 } from './helpers.mjs';
 
 const NPU_LEAF = 'Module.0.module.module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0';
@@ -221,47 +222,45 @@ describe('page tools', () => {
     await context.close();
   });
 
-  test('first divergence lands on the node computed independently from the result', async () => {
+  test('first divergence is the diagnosis: the demo agrees with its mapping, parts ways at the CLI\'s node without', async () => {
     const { page, assertClean, context } = await demoPage(browser, server);
+    const Q = path.join(FIX, 'qwen_mix_statistics');
     for (const variant of ['map', 'nomap']) {
       if (variant === 'nomap') await noMapping(page);
-      const want = await page.evaluate(() => {
-        const r = window.__probelens.lastResult;
-        const g = r.npu;
-        const n = g.names.length;
-        // The error range: the legend entry whose accuracy_level is "error".
-        const err = Object.values(r.nodeColors).find((e) => e.accuracy_level === 'error').value;
-        const isErr = (i) => g.matched[i] >= 0 && !Number.isNaN(g.precision[i]) && g.precision[i] >= err[0] && g.precision[i] <= err[1];
-        const desc = (i) => {
-          const out = [];
-          for (let k = i + 1; k < n; k++) {
-            let a = g.parent[k];
-            while (a > i) a = g.parent[a];
-            if (a === i) out.push(k);
-          }
-          return out;
-        };
-        const back = (s) => s.includes('.backward.') || s.endsWith('.backward');
-        for (const phase of [false, true]) {
-          for (let i = 0; i < n; i++) {
-            if (back(g.names[i]) !== phase) continue;
-            if (isErr(i) && !desc(i).some(isErr)) return g.names[i];
-          }
-        }
-        return null;
-      });
-      assert.ok(want, 'the demo has an error node');
+      // The CLI's diagnosis of the demo's folders (step 0, rank 0 of the whole dump), every suspect.
+      const args = ['diagnose', '-tp', path.join(Q, 'npu'), '-gp', path.join(Q, 'bench'), ...(variant === 'map' ? ['-lm', path.join(Q, 'layer_mapping.yaml')] : []), '--json', '--top', '1000'];
+      const r = spawnSync(cliBinary(), args, { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      const want = JSON.parse(r.stdout).suspects.filter((x) => x.step === 0 && x.rank === 0);
+      assert.equal(want.length > 0, variant === 'nomap', `${variant}: the CLI's verdict`);
       await page.click('#diverge-btn');
-      await page.waitForFunction((w) => document.getElementById('diverge-msg').dataset.node === w, want);
+      await page.waitForFunction(() => !!document.getElementById('diverge-msg').dataset.verdict);
+      const got = await page.evaluate(() => ({
+        d: window.__probelens.diagnosis.result,
+        node: document.getElementById('diverge-msg').dataset.node,
+        text: document.getElementById('diverge-msg').textContent,
+        list: [...document.querySelectorAll('#diverge-list li')].map((li) => li.dataset.node),
+      }));
+      const strip = (x) => ({ node: x.node, bench_node: x.bench_node, step: x.step, rank: x.rank, pass: x.pass, score: x.score, why: x.why });
+      assert.deepEqual(got.d.suspects.map(strip), want.map(strip), `${variant}: the page's suspects are the CLI's`);
+      assert.deepEqual(got.list, want.map((x) => x.node));
+      assert.equal(got.node, want[0]?.node ?? '', `${variant}: data-node`);
+      if (!want.length) {
+        assert.equal(got.d.verdict, 'agree');
+        assert.match(got.text, /agree within their float noise/);
+        continue;
+      }
+      assert.equal(got.d.verdict, 'diverged');
+      // The top suspect is selected, its details shown, and named in the verdict line.
       const sel = await page.evaluate(() => {
         const s = window.__probelens.state.selection;
         return s && window.__probelens.lastResult[s.side].names[s.index];
       });
-      assert.equal(sel, want, `${variant}: selected node`);
-      assert.match(await page.locator('#diverge-msg').textContent(), new RegExp(want.replace(/\./g, '\\.')));
-      await waitDetails(page, want);
+      assert.equal(sel, want[0].node, `${variant}: selected node`);
+      assert.ok(got.text.includes(`in ${want[0].node} (forward pass)`), got.text);
+      await waitDetails(page, want[0].node);
     }
-    assert.match(await page.locator('#diverge-btn').getAttribute('title'), /pre-order of the NPU graph/);
+    assert.match(await page.locator('#diverge-btn').getAttribute('title'), /probelens diagnose/);
     await page.screenshot({ path: path.join(OUT, 'tools-divergence.png') });
     assertClean();
     await context.close();
