@@ -50,6 +50,16 @@ fn exercise(npu: &RankDump, bench: &RankDump) {
         };
         cmp = Some(compare(&mut gn, npu, &mut gb, bench, mode, &opts));
     }
+    // The diagnosis of the compared pair (every node's tensors read from its entry).
+    let sides = probelens::compare::Sides {
+        gn: &gn,
+        dn: npu,
+        gb: &gb,
+        db: bench,
+    };
+    let d = probelens::compare::diagnose::diagnose_pair(sides, 0, 0, None);
+    let _ = probelens::compare::diagnose::Diagnosis::merge(std::slice::from_ref(&d), 5);
+    let _ = probelens::compare::diagnose::trace_pair(sides);
     let _ = gn.paging_by_micro_step(Some(&mut gb));
     gn.apply_overflow(npu);
     // The .vis.db rows of both sides (the export formats every item, with the compare columns).
