@@ -169,6 +169,79 @@ impl Plan {
     pub fn rank_list(&self) -> Vec<i64> {
         self.rank_lists.first().cloned().unwrap_or_else(|| vec![0])
     }
+
+    /// The plan restricted to the steps and ranks listed (None: all), as if the dumps held only
+    /// those; an error names the flag when nothing of a list is in the dumps.
+    pub fn restrict(mut self, steps: Option<&[i64]>, ranks: Option<&[i64]>) -> Result<Plan> {
+        let keep = |list: Option<&[i64]>, x: i64| list.is_none_or(|l| l.contains(&x));
+        for (flag, list, have) in [
+            (
+                "--steps",
+                steps,
+                self.pairs.iter().map(|p| p.step).collect::<Vec<_>>(),
+            ),
+            (
+                "--ranks",
+                ranks,
+                self.pairs.iter().map(|p| p.rank).collect(),
+            ),
+        ] {
+            if let Some(l) = list {
+                if !have.iter().any(|x| l.contains(x)) {
+                    let mut have = have;
+                    have.sort_unstable();
+                    have.dedup();
+                    return Err(Error::input(
+                        flag,
+                        format!("none of {l:?} is in the dumps, which hold {have:?}"),
+                    ));
+                }
+            }
+        }
+        self.pairs
+            .retain(|p| keep(steps, p.step) && keep(ranks, p.rank));
+        let mut step_list = Vec::new();
+        let mut rank_lists = Vec::new();
+        for (s, r) in self.step_list.iter().zip(self.rank_lists.iter()) {
+            if keep(steps, *s) {
+                step_list.push(*s);
+                rank_lists.push(r.iter().copied().filter(|x| keep(ranks, *x)).collect());
+            }
+        }
+        self.step_list = step_list;
+        self.rank_lists = rank_lists;
+        Ok(self)
+    }
+}
+
+/// A list of steps or ranks as typed (`0,8,16`, `0-63`, `0-3,8`): the numbers in order, once.
+pub fn parse_list(text: &str) -> std::result::Result<Vec<i64>, String> {
+    let mut out: Vec<i64> = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |s: &str| {
+            s.trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| format!("'{s}' is not a step or rank number"))
+        };
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if b < a || b - a > 1_000_000 {
+            return Err(format!("'{part}' is not a range from low to high"));
+        }
+        for x in a..=b {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("'{text}' lists no step or rank"));
+    }
+    Ok(out)
 }
 
 fn rank_dirs(
@@ -636,4 +709,21 @@ pub fn compare_pair_tensors(res: &mut PairResult, tensors: Option<&TensorFiles>)
         b.as_ref(),
     );
     res.diagnostics.append(&mut diags);
+}
+
+#[cfg(test)]
+mod list_tests {
+    use super::parse_list;
+
+    #[test]
+    fn lists_and_ranges() {
+        assert_eq!(parse_list("0,8,16"), Ok(vec![0, 8, 16]));
+        assert_eq!(parse_list("0-3,8, 2"), Ok(vec![0, 1, 2, 3, 8]));
+        assert_eq!(parse_list("5"), Ok(vec![5]));
+        assert!(parse_list("3-1").is_err());
+        assert!(parse_list("a").is_err());
+        assert!(parse_list("-1").is_err());
+        assert!(parse_list(",").is_err());
+        assert!(parse_list("0-99999999").is_err());
+    }
 }

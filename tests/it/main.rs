@@ -30,6 +30,7 @@ mod golden_run;
 mod layout_aware;
 mod manual;
 mod parallel;
+mod plan_filter;
 mod properties;
 mod real_tensor;
 mod scoped;

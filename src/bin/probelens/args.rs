@@ -1,5 +1,6 @@
 //! The arguments of `probelens graph_visualize`, as msprobe's (`-tp`, `-gp`, `-o`, ...).
 
+use probelens::run;
 use std::path::PathBuf;
 
 pub(crate) const USAGE: &str = "usage: probelens graph_visualize -tp TARGET_PATH [-gp GOLDEN_PATH] -o OUTPUT_PATH \
@@ -25,6 +26,8 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
   --tp N [N], --pp N [N]     parallel group before export/compare (one value per side: NPU [bench]);
   --vpp N [N], --order S [S] msprobe's TP, PP, VPP, TP+PP, TP+PP+DP merges; defaults vpp 1, order tp-cp-ep-dp-pp
   --file_type {db,json}      json: a parallel-merge build writes the merged graphs as dump folders
+  --steps LIST, --ranks LIST only these steps / ranks of the dumps (`0,8,16`, `0-63`), as if the
+                             dumps held only them
 
 Other commands:
   probelens suggest -tp NPU -gp BENCH [-lm [YAML]] [--min-score S] [--export-yaml OUT.yaml]
@@ -53,6 +56,9 @@ pub(crate) struct Args {
     pub(crate) order: Vec<String>,
     /// `--file_type json`.
     pub(crate) json: bool,
+    /// `--steps`, `--ranks`: the plan restricted to these (None: all).
+    pub(crate) steps: Option<Vec<i64>>,
+    pub(crate) ranks: Option<Vec<i64>>,
 }
 
 /// msprobe's `load_parallel_param` (shared with the page: `merge::load_params`).
@@ -80,6 +86,7 @@ pub(crate) fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
     let (mut rank_size, mut tp, mut pp, mut vpp, mut order) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut json = false;
+    let (mut steps, mut ranks) = (None, None);
     let mut i = 0;
     // argparse's nargs='+': every following argument up to the next option.
     let values = |i: &mut usize,
@@ -181,6 +188,16 @@ pub(crate) fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
                     }
                 }
             }
+            "--steps" | "--ranks" => {
+                let text = inline.map_or_else(|| value(&mut i, flag), |v| Ok(PathBuf::from(v)))?;
+                let list = run::parse_list(&text.display().to_string());
+                let list = Some(list.map_err(|e| format!("argument {flag}: {e}"))?);
+                *(if flag == "--steps" {
+                    &mut steps
+                } else {
+                    &mut ranks
+                }) = list;
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unrecognized argument: {other}")),
         }
@@ -204,5 +221,7 @@ pub(crate) fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
         vpp,
         order,
         json,
+        steps,
+        ranks,
     })
 }

@@ -10,7 +10,7 @@ use probelens::run::{self, Checkers, Plan, RunOptions};
 use std::time::Instant;
 
 pub(crate) const DIAGNOSE_USAGE: &str = "usage: probelens diagnose -tp TARGET_PATH -gp GOLDEN_PATH [-lm [LAYER_MAPPING]] [-fm] \
-[-oc] [--top K] [--json] [--rank_size N [N] --tp N [N] --pp N [N] [--vpp N [N]] [--order S [S]]]
+[-oc] [--top K] [--json] [--steps LIST] [--ranks LIST] [--rank_size N [N] --tp N [N] --pp N [N] [--vpp N [N]] [--order S [S]]]
 
 Names the module where the two runs part ways, over every step and rank of the two dumps (the
 folder layouts graph_visualize takes). Beside msprobe's verdicts, not instead of them: tensors are
@@ -20,6 +20,7 @@ output differs while its inputs agree, forward first, then backward.
 
   -tp, -gp, -lm, -fm, -oc    as for graph_visualize
   --rank_size ... --order    merge each step's ranks first, as graph_visualize does
+  --steps LIST, --ranks LIST only these steps / ranks (`0,8,16`, `0-63`)
   --top K                    list at most K suspects (default 5)
   --json                     print one JSON object: {\"verdict\": \"agree\"|\"diverged\", \"suspects\": [...]}";
 
@@ -122,7 +123,8 @@ fn diagnose_cmd(
         Some(g) => Some(FsFiles::new(g)?),
         None => None,
     };
-    let plan: Plan = run::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?;
+    let plan: Plan = run::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?
+        .restrict(a.steps.as_deref(), a.ranks.as_deref())?;
     let parallel = parallel_params(a).map_err(|m| Error::input("--rank_size", m))?;
     let opts = RunOptions {
         layer_mapping: read_layer_mapping(a)?,
@@ -141,7 +143,14 @@ fn diagnose_cmd(
                 defer_verdicts: false,
                 ..opts
             };
-            for st in &steps {
+            if a.ranks.is_some() {
+                return Err(Error::input(
+                    "--ranks",
+                    "not with --rank_size: a merge takes every rank of its parallel group",
+                ));
+            }
+            let wanted = |s: i64| a.steps.as_ref().is_none_or(|l| l.contains(&s));
+            for st in steps.iter().filter(|st| wanted(st.step)) {
                 for (pair, res) in
                     run_parallel_step(&npu, bench.as_ref(), st, params, &opts, false)?
                 {

@@ -59,7 +59,8 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
         Some(g) => Some(FsFiles::new(g)?),
         None => None,
     };
-    let plan: Plan = run::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?;
+    let plan: Plan = run::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?
+        .restrict(a.steps.as_deref(), a.ranks.as_deref())?;
     let parallel = parallel_params(a).map_err(|m| Error::input("--rank_size", m))?;
     let units = plan_units(a, &npu, bench.as_ref(), &plan, parallel.is_some())?;
     let opts = RunOptions {
@@ -180,8 +181,18 @@ fn plan_units<'p>(
         }
         return Ok(plan.pairs.iter().map(Unit::Single).collect());
     }
+    if a.ranks.is_some() {
+        return Err(Error::input(
+            "--ranks",
+            "not with --rank_size: a merge takes every rank of its parallel group",
+        ));
+    }
     let (steps, _) = probelens::merge::plan(npu, bench.map(|b| b as &dyn Files))?;
-    Ok(steps.into_iter().map(Unit::Step).collect())
+    Ok(steps
+        .into_iter()
+        .filter(|s| a.steps.as_ref().is_none_or(|l| l.contains(&s.step)))
+        .map(Unit::Step)
+        .collect())
 }
 
 /// `-lm`'s mapping: none, the empty one (bare `-lm`), or the yaml file's.
