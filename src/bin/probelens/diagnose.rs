@@ -3,10 +3,13 @@
 
 use crate::args::{parallel_params, parse_args, Args};
 use crate::fs::{two_threads, FsFiles};
-use crate::graph_visualize::{read_layer_mapping, run_loaded_pair, run_parallel_step};
+use crate::graph_visualize::{
+    plan_units, read_layer_mapping, run_loaded_pair, run_parallel_step, Unit,
+};
 use probelens::base::error::{Error, Result};
 use probelens::base::Files;
-use probelens::run::{self, Checkers, Plan, RunOptions};
+use probelens::compare::pair::PairResult;
+use probelens::run::{self, Checkers, PairPlan, Plan, RunOptions};
 use std::time::Instant;
 
 pub(crate) const DIAGNOSE_USAGE: &str = "usage: probelens diagnose -tp TARGET_PATH -gp GOLDEN_PATH [-lm [LAYER_MAPPING]] [-fm] \
@@ -135,71 +138,45 @@ fn diagnose_cmd(
         // Only the matches are needed: each pair's verdict rows are not made.
         defer_verdicts: true,
     };
+    let units = plan_units(a, &npu, bench.as_ref(), &plan, parallel.is_some())?;
     let mut pairs = Vec::new();
-    match &parallel {
-        Some(params) if plan.kind != run::Kind::Files => {
-            let (steps, _) = probelens::merge::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?;
-            let opts = RunOptions {
-                defer_verdicts: false,
-                ..opts
-            };
-            if a.ranks.is_some() {
-                return Err(Error::input(
-                    "--ranks",
-                    "not with --rank_size: a merge takes every rank of its parallel group",
-                ));
+    let mut diagnose = |pair: &PairPlan, res: &PairResult| {
+        for d in &res.diagnostics {
+            eprintln!("probelens: {d}");
+        }
+        if let Some(sides) = res.sides() {
+            if trace {
+                let text = probelens::compare::diagnose::trace_pair(sides);
+                eprintln!("== step {} rank {}\n{text}", pair.step, pair.rank);
             }
-            let wanted = |s: i64| a.steps.as_ref().is_none_or(|l| l.contains(&s));
-            for st in steps.iter().filter(|st| wanted(st.step)) {
+            let d = diagnose_pair(sides, pair.step, pair.rank, Some(two_threads));
+            pairs.push(d);
+        }
+    };
+    for unit in &units {
+        match unit {
+            Unit::Single(pair) => {
+                let checkers = if parallel.is_some() {
+                    Checkers::ParallelMerge
+                } else {
+                    Checkers::Standard
+                };
+                let (res, _) =
+                    run_loaded_pair(&npu, bench.as_ref(), pair, &opts, checkers, Instant::now())?;
+                diagnose(pair, &res);
+            }
+            // plan_units gives merged steps only with the merge's parameters.
+            Unit::Step(st) => {
+                let Some(params) = &parallel else { continue };
+                // A merge keeps its rows (its compare is not deferred).
+                let opts = RunOptions {
+                    defer_verdicts: false,
+                    ..opts.clone()
+                };
                 for (pair, res) in
                     run_parallel_step(&npu, bench.as_ref(), st, params, &opts, false)?
                 {
-                    for d in &res.diagnostics {
-                        eprintln!("probelens: {d}");
-                    }
-                    if let Some(sides) = res.sides() {
-                        pairs.push(diagnose_pair(
-                            sides,
-                            pair.step,
-                            pair.rank,
-                            Some(two_threads),
-                        ));
-                    }
-                }
-            }
-        }
-        _ => {
-            for pair in &plan.pairs {
-                let (res, _) = run_loaded_pair(
-                    &npu,
-                    bench.as_ref(),
-                    pair,
-                    &opts,
-                    if parallel.is_some() {
-                        Checkers::ParallelMerge
-                    } else {
-                        Checkers::Standard
-                    },
-                    Instant::now(),
-                )?;
-                for d in &res.diagnostics {
-                    eprintln!("probelens: {d}");
-                }
-                if let Some(sides) = res.sides() {
-                    if trace {
-                        eprintln!(
-                            "== step {} rank {}\n{}",
-                            pair.step,
-                            pair.rank,
-                            probelens::compare::diagnose::trace_pair(sides)
-                        );
-                    }
-                    pairs.push(diagnose_pair(
-                        sides,
-                        pair.step,
-                        pair.rank,
-                        Some(two_threads),
-                    ));
+                    diagnose(&pair, &res);
                 }
             }
         }

@@ -161,7 +161,7 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
 /// What the export loop builds in turn: each planned pair, or with `--rank_size` each step
 /// merged (one rank folder: msprobe merges nothing, and a compare still uses the parallel-merge
 /// checker set).
-fn plan_units<'p>(
+pub(crate) fn plan_units<'p>(
     a: &Args,
     npu: &FsFiles,
     bench: Option<&FsFiles>,
