@@ -987,7 +987,7 @@ fn drop_unpropagated(
     // key -> clean consumers (node, its output's divergence)
     let mut consumers: HashMap<u64, Vec<(NodeId, f64)>> = HashMap::default();
     // The differing integer and boolean tensors.
-    let mut exact: Vec<u64> = Vec::new();
+    let mut exact: HashMap<u64, ()> = HashMap::default();
     for t in tens.iter().flatten() {
         for x in t
             .inputs
@@ -995,8 +995,8 @@ fn drop_unpropagated(
             .chain(t.outputs.iter())
             .chain(t.params.iter())
         {
-            if x.eps.is_none() && differs(known, x.key) && !exact.contains(&x.key) {
-                exact.push(x.key);
+            if x.eps.is_none() && differs(known, x.key) {
+                exact.insert(x.key, ());
             }
         }
     }
@@ -1045,14 +1045,14 @@ fn drop_unpropagated(
                 agree += 1;
             }
         }
-        if (agree > 0 || exact.contains(key)) && differ == 0 {
+        if (agree > 0 || exact.contains_key(key)) && differ == 0 {
             known.remove(key);
         }
     }
     // An integer or boolean tensor (token ids, labels, positions, masks) that differs counts
     // only where it changes what is computed from it: two frameworks shift labels or build
     // masks and positions their own ways.
-    for key in exact {
+    for key in exact.into_keys() {
         if !consumers.contains_key(&key) {
             known.remove(&key);
         }
