@@ -77,7 +77,7 @@ const CLEAN: f64 = 0.5;
 const EXACT_MISMATCH: f64 = 1e12;
 
 /// Forward or backward pass of a suspect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pass {
     Forward,
@@ -85,7 +85,7 @@ pub enum Pass {
 }
 
 /// One ranked suspect: where the divergence shows, and why.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Suspect {
     pub step: i64,
     pub rank: i64,
@@ -116,8 +116,10 @@ pub struct LayerCell {
     pub source: bool,
 }
 
-/// The diagnosis of one (step, rank) pair.
-#[derive(Debug, Clone)]
+/// The diagnosis of one (step, rank) pair. Its JSON (without the per-node and per-layer
+/// columns, which the page alone shows) is what `diagnose --shard` writes and
+/// [`Diagnosis::merge`] needs.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PairDiagnosis {
     pub step: i64,
     pub rank: i64,
@@ -133,8 +135,10 @@ pub struct PairDiagnosis {
     /// Best first (empty when the pair agrees).
     pub suspects: Vec<Suspect>,
     /// Per NPU node (by id): log10 of its output's divergence, NaN where nothing was measured.
+    #[serde(skip)]
     pub node_div: Vec<f32>,
     /// Per layer, in execution order.
+    #[serde(skip)]
     pub layers: Vec<LayerCell>,
     /// Tensors measured (pairs of tensors compared).
     pub measured: usize,

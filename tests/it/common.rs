@@ -646,6 +646,12 @@ pub fn all_cases() -> Vec<String> {
 /// regen.py (`graph_visualize -tp npu [-gp bench] -o out <args>` from inside the folder), and
 /// reads back its `.vis.db`. Exit status non-zero = an error outcome.
 pub fn run_cli(case: &Case) -> Outcome {
+    run_cli_how(case, &[], None)
+}
+
+/// [`run_cli`] with `extra` arguments, and with `shards: Some(n)` as n processes `--shard i/n`
+/// whose partial dbs `probelens merge-db` joins (an error outcome when any of them fails).
+pub fn run_cli_how(case: &Case, extra: &[&str], shards: Option<usize>) -> Outcome {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
@@ -665,10 +671,38 @@ pub fn run_cli(case: &Case) -> Outcome {
     if case.files.keys().any(|p| p.starts_with("bench/")) {
         cmd.args(["-gp", "bench"]);
     }
-    cmd.args(["-o", "out"])
-        .args(&case.args)
-        .arg("--no-progress");
-    let out = cmd.current_dir(&dir).output().unwrap();
+    cmd.args(&case.args).arg("--no-progress").args(extra);
+    let out = match shards {
+        None => cmd.args(["-o", "out"]).current_dir(&dir).output().unwrap(),
+        Some(n) => {
+            let mut last = None;
+            for i in 0..n {
+                let mut c = std::process::Command::new(cmd.get_program());
+                c.args(cmd.get_args());
+                let o = c
+                    .args(["-o", "shards", "--shard", &format!("{i}/{n}")])
+                    .current_dir(&dir)
+                    .output()
+                    .unwrap();
+                let failed = !o.status.success();
+                last = Some(o);
+                if failed {
+                    break;
+                }
+            }
+            let last = last.unwrap();
+            if last.status.success() {
+                let mut m = std::process::Command::new(env!("CARGO_BIN_EXE_probelens"));
+                m.args(["merge-db", "-o", "out"]);
+                for e in std::fs::read_dir(dir.join("shards")).unwrap().flatten() {
+                    m.arg(e.path());
+                }
+                m.current_dir(&dir).output().unwrap()
+            } else {
+                last
+            }
+        }
+    };
     let outcome = if !out.status.success() {
         Outcome::Error(String::from_utf8_lossy(&out.stderr).trim().to_string())
     } else {

@@ -209,8 +209,44 @@ fn run_variant(case: &str, variant: &str) {
     run_variant_with(case, variant, None, &[])
 }
 
+/// How a variant's command is run.
+#[derive(Clone, Copy, Debug)]
+enum How {
+    /// As `cmd.txt` says.
+    Once,
+    /// With `-j N`.
+    Jobs(usize),
+    /// As N processes `--shard I/N`, then `probelens merge-db`.
+    Shards(usize),
+}
+
 /// Runs a variant's command, optionally with another layer-mapping file in place of its `-lm` one.
 fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>, env: &[(&str, &str)]) {
+    run_variant_how(case, variant, mapping, env, How::Once)
+}
+
+/// Runs `probelens` with `args` in `dir`; panics with its stderr when it fails.
+fn probelens_ok(dir: &Path, env: &[(&str, &str)], args: &[String], what: &str) {
+    let status = Command::new(env!("CARGO_BIN_EXE_probelens"))
+        .envs(env.iter().copied())
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{what}: probelens failed: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+}
+
+fn run_variant_how(
+    case: &str,
+    variant: &str,
+    mapping: Option<&Path>,
+    env: &[(&str, &str)],
+    how: How,
+) {
     let case_dir = fixtures().join(case);
     let vdir = case_dir.join("reference").join(variant);
     let cmd = std::fs::read_to_string(vdir.join("cmd.txt")).unwrap();
@@ -232,18 +268,36 @@ fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>, env: &[(&
         let lm = words.iter().position(|w| w == "-lm").expect("cmd has -lm");
         words[lm + 1] = m.display().to_string();
     }
-    let status = Command::new(env!("CARGO_BIN_EXE_probelens"))
-        .envs(env.iter().copied())
-        .args(&words[1..])
-        .arg("--no-progress")
-        .current_dir(&case_dir)
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "{case}/{variant}: probelens failed: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    let what = format!("{case}/{variant} ({how:?})");
+    words.push("--no-progress".into());
+    match how {
+        How::Once => probelens_ok(&case_dir, env, &words[1..], &what),
+        How::Jobs(n) => {
+            words.extend(["-j".to_string(), n.to_string()]);
+            probelens_ok(&case_dir, env, &words[1..], &what);
+        }
+        How::Shards(n) => {
+            let shards = out.with_extension("shards");
+            let _ = std::fs::remove_dir_all(&shards);
+            words[o + 1] = shards.display().to_string();
+            for i in 0..n {
+                let mut w = words[1..].to_vec();
+                w.extend(["--shard".to_string(), format!("{i}/{n}")]);
+                probelens_ok(&case_dir, env, &w, &what);
+            }
+            let mut merge = vec![
+                "merge-db".to_string(),
+                "-o".into(),
+                out.display().to_string(),
+            ];
+            for e in std::fs::read_dir(&shards).unwrap().flatten() {
+                merge.push(e.path().display().to_string());
+            }
+            assert_eq!(merge.len(), 3 + n, "{what}: one partial db per shard");
+            probelens_ok(&case_dir, env, &merge, &what);
+            let _ = std::fs::remove_dir_all(&shards);
+        }
+    }
     let expected = std::fs::read_dir(&vdir)
         .unwrap()
         .flatten()
@@ -282,12 +336,12 @@ fn run_variant_with(case: &str, variant: &str, mapping: Option<&Path>, env: &[(&
     let _ = std::fs::remove_dir_all(&out);
     assert_eq!(
         schema.1, schema.0,
-        "{case}/{variant}: sqlite_master differs"
+        "{case}/{variant} ({how:?}): sqlite_master differs"
     );
     assert_eq!(integrity, "ok", "{case}/{variant}: PRAGMA integrity_check");
     assert!(
         d.is_empty(),
-        "{case}/{variant}: {} differences, first: {:#?}",
+        "{case}/{variant} ({how:?}): {} differences, first: {:#?}",
         d.len(),
         &d[..d.len().min(5)]
     );
@@ -391,46 +445,84 @@ fn rows_formatted_in_small_parts() {
     }
 }
 
+/// Every non-legacy reference variant.
+const VARIANTS: [&str; 36] = [
+    "qwen_mix_statistics/nomap",
+    "qwen_mix_statistics/map",
+    "qwen_mix_statistics/map_template",
+    "qwen_mix_statistics/fuzzy",
+    "qwen_mix_statistics/map_fuzzy",
+    "qwen_mix_statistics/bench_vs_bench",
+    "qwen_mix_statistics/rank_size_files",
+    "qwen_md5/nomap",
+    "qwen_md5/map",
+    "qwen_L0/nomap",
+    "qwen_L0/map",
+    "qwen_two_ranks/map",
+    "qwen_two_ranks/nomap",
+    "qwen_two_ranks/build_npu",
+    "qwen_single_graph/build_npu",
+    "qwen_single_graph/build_bench_L0",
+    "real_tensor/nomap",
+    "real_tensor/map",
+    "real_tensor/fuzzy",
+    "ms_real_tensor/nomap",
+    "ms_real_tensor/map",
+    "ms_real_tensor/fuzzy",
+    "ms_real_tensor/overflow",
+    "ms_real_tensor/build_npu",
+    "ms_real_tensor/md5",
+    "parallel_tp/build_tp2",
+    "parallel_tp/compare_tp2",
+    "parallel_tp/compare_tp2_oc",
+    "parallel_pp/build_pp2",
+    "parallel_pp/compare_pp2",
+    "parallel_tppp/build_tp2pp2",
+    "parallel_tppp/compare_tp2pp2",
+    "parallel_vpp/build_pp2vpp2",
+    "parallel_vpp/compare_pp2vpp2",
+    "parallel_full/build_tp2pp2dp2",
+    "parallel_full/compare_tp2pp2dp2",
+];
+
+/// Every variant with `-j 2`: the units run two at a time, the db is the same.
+#[test]
+fn every_variant_with_two_jobs() {
+    for v in VARIANTS {
+        let (case, variant) = v.split_once('/').unwrap();
+        run_variant_how(case, variant, None, &[], How::Jobs(2));
+    }
+}
+
+/// Every variant as three shards merged by `merge-db` (a single pair: two empty shards) equals
+/// msprobe's db; the fixtures with several units also as four shards, each holding one or two.
+#[test]
+fn every_variant_sharded_and_merged() {
+    for v in VARIANTS {
+        let (case, variant) = v.split_once('/').unwrap();
+        run_variant_how(case, variant, None, &[], How::Shards(3));
+    }
+    for (case, variant) in [
+        ("qwen_two_ranks", "map"),
+        ("qwen_two_ranks", "build_npu"),
+        ("parallel_full", "compare_tp2pp2dp2"),
+        ("parallel_full", "build_tp2pp2dp2"),
+    ] {
+        run_variant_how(case, variant, None, &[], How::Shards(4));
+    }
+    // Over the key budget, the merged db's indexes are rebuilt by SQLite.
+    run_variant_how(
+        "qwen_two_ranks",
+        "map",
+        None,
+        &[("PROBELENS_KEY_BUDGET", "0")],
+        How::Shards(2),
+    );
+}
+
 #[test]
 fn all_variants_covered() {
-    let listed = [
-        "qwen_mix_statistics/nomap",
-        "qwen_mix_statistics/map",
-        "qwen_mix_statistics/map_template",
-        "qwen_mix_statistics/fuzzy",
-        "qwen_mix_statistics/map_fuzzy",
-        "qwen_mix_statistics/bench_vs_bench",
-        "qwen_mix_statistics/rank_size_files",
-        "qwen_md5/nomap",
-        "qwen_md5/map",
-        "qwen_L0/nomap",
-        "qwen_L0/map",
-        "qwen_two_ranks/map",
-        "qwen_two_ranks/nomap",
-        "qwen_two_ranks/build_npu",
-        "qwen_single_graph/build_npu",
-        "qwen_single_graph/build_bench_L0",
-        "real_tensor/nomap",
-        "real_tensor/map",
-        "real_tensor/fuzzy",
-        "ms_real_tensor/nomap",
-        "ms_real_tensor/map",
-        "ms_real_tensor/fuzzy",
-        "ms_real_tensor/overflow",
-        "ms_real_tensor/build_npu",
-        "ms_real_tensor/md5",
-        "parallel_tp/build_tp2",
-        "parallel_tp/compare_tp2",
-        "parallel_tp/compare_tp2_oc",
-        "parallel_pp/build_pp2",
-        "parallel_pp/compare_pp2",
-        "parallel_tppp/build_tp2pp2",
-        "parallel_tppp/compare_tp2pp2",
-        "parallel_vpp/build_pp2vpp2",
-        "parallel_vpp/compare_pp2vpp2",
-        "parallel_full/build_tp2pp2dp2",
-        "parallel_full/compare_tp2pp2dp2",
-    ];
+    let listed = VARIANTS;
     let mut found = Vec::new();
     for case in std::fs::read_dir(fixtures()).unwrap().flatten() {
         let r = case.path().join("reference");

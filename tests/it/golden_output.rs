@@ -73,10 +73,28 @@ fn every_case_every_cell() {
 /// distributed post-analysis as the CLI does it) equals msprobe's db in every cell.
 #[test]
 fn every_case_through_the_cli() {
+    every_case_through_the_cli_with(&[], None);
+}
+
+/// Every case with its units two at a time (`-j 2`): the same db.
+#[test]
+fn every_case_with_two_jobs() {
+    every_case_through_the_cli_with(&["-j", "2"], None);
+}
+
+/// Every case as two shards joined by `merge-db` (the distributed post-analysis runs in the merge,
+/// over the ranks of both shards: the `dist_` cases match nodes across them): the same db; a
+/// case msprobe fails on fails in a shard.
+#[test]
+fn every_case_sharded_and_merged() {
+    every_case_through_the_cli_with(&[], Some(2));
+}
+
+fn every_case_through_the_cli_with(extra: &[&str], shards: Option<usize>) {
     let mut failures = Vec::new();
     for name in common::all_cases() {
         let want = common::expected(&name);
-        let got = common::run_cli(&common::load_case(&name));
+        let got = common::run_cli_how(&common::load_case(&name), extra, shards);
         let d = common::diff(
             &want,
             &got,

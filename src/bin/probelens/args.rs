@@ -28,12 +28,20 @@ compare_<time>.vis.db, exactly as `msprobe graph_visualize` does.
   --file_type {db,json}      json: a parallel-merge build writes the merged graphs as dump folders
   --steps LIST, --ranks LIST only these steps / ranks of the dumps (`0,8,16`, `0-63`), as if the
                              dumps held only them
+  -j, --jobs N               units (step-rank pairs, or merged steps) at once; default: the cores
+                             this process may use / 2 (each unit uses two threads)
+  --max-memory SIZE          memory budget of the units running at once (e.g. 16G); default: half of
+                             the cgroup's, Slurm's or the machine's memory. A bigger unit runs alone
+  --shard I/N                only the I-th (0..N-1) of N slices of the plan, written as a partial db
+                             <kind>_shard<I>of<N>.vis.db for `probelens merge-db`
 
 Other commands:
   probelens suggest -tp NPU -gp BENCH [-lm [YAML]] [--min-score S] [--export-yaml OUT.yaml]
                              ranked match suggestions for grey nodes (see `probelens suggest -h`)
   probelens diagnose -tp NPU -gp BENCH [-lm [YAML]] [--top K] [--json]
                              where the two runs part ways (see `probelens diagnose -h`)
+  probelens merge-db -o OUT PARTIAL.vis.db...
+                             joins the partial dbs of --shard into the db of one run
   probelens version";
 
 pub(crate) struct Args {
@@ -59,6 +67,55 @@ pub(crate) struct Args {
     /// `--steps`, `--ranks`: the plan restricted to these (None: all).
     pub(crate) steps: Option<Vec<i64>>,
     pub(crate) ranks: Option<Vec<i64>>,
+    /// `-j/--jobs` (None: the default of `jobs::Budget`).
+    pub(crate) jobs: Option<usize>,
+    /// `--max-memory` in bytes (None: the default of `jobs::Budget`).
+    pub(crate) max_memory: Option<u64>,
+    /// `--shard I/N`: (I, N).
+    pub(crate) shard: Option<(usize, usize)>,
+}
+
+/// What to run and how: `--steps`, `--ranks`, `-j`, `--max-memory`, `--shard`.
+#[derive(Default)]
+struct Scope {
+    steps: Option<Vec<i64>>,
+    ranks: Option<Vec<i64>>,
+    jobs: Option<usize>,
+    max_memory: Option<u64>,
+    shard: Option<(usize, usize)>,
+}
+
+impl Scope {
+    fn take(&mut self, flag: &str, text: &str) -> std::result::Result<(), String> {
+        let r: std::result::Result<(), String> = match flag {
+            "--steps" => run::parse_list(text).map(|l| self.steps = Some(l)),
+            "--ranks" => run::parse_list(text).map(|l| self.ranks = Some(l)),
+            "-j" | "--jobs" => match text.parse::<usize>() {
+                Ok(n) if n > 0 => {
+                    self.jobs = Some(n);
+                    Ok(())
+                }
+                _ => Err(format!("'{text}' is not a positive integer")),
+            },
+            "--max-memory" => crate::jobs::parse_size(text).map(|v| self.max_memory = Some(v)),
+            _ => parse_shard(text).map(|v| self.shard = Some(v)),
+        };
+        r.map_err(|e| format!("argument {flag}: {e}"))
+    }
+}
+
+/// `--shard`'s `I/N`: 0 <= I < N.
+pub(crate) fn parse_shard(text: &str) -> std::result::Result<(usize, usize), String> {
+    let bad = || format!("'{text}' is not I/N with 0 <= I < N (e.g. 0/4)");
+    let (i, n) = text.trim().split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
 }
 
 /// msprobe's `load_parallel_param` (shared with the page: `merge::load_params`).
@@ -86,7 +143,7 @@ pub(crate) fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
     let (mut rank_size, mut tp, mut pp, mut vpp, mut order) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut json = false;
-    let (mut steps, mut ranks) = (None, None);
+    let mut scope = Scope::default();
     let mut i = 0;
     // argparse's nargs='+': every following argument up to the next option.
     let values = |i: &mut usize,
@@ -188,15 +245,9 @@ pub(crate) fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
                     }
                 }
             }
-            "--steps" | "--ranks" => {
+            "--steps" | "--ranks" | "-j" | "--jobs" | "--max-memory" | "--shard" => {
                 let text = inline.map_or_else(|| value(&mut i, flag), |v| Ok(PathBuf::from(v)))?;
-                let list = run::parse_list(&text.display().to_string());
-                let list = Some(list.map_err(|e| format!("argument {flag}: {e}"))?);
-                *(if flag == "--steps" {
-                    &mut steps
-                } else {
-                    &mut ranks
-                }) = list;
+                scope.take(flag, &text.display().to_string())?;
             }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unrecognized argument: {other}")),
@@ -221,7 +272,10 @@ pub(crate) fn parse_args(argv: &[String]) -> std::result::Result<Args, String> {
         vpp,
         order,
         json,
-        steps,
-        ranks,
+        steps: scope.steps,
+        ranks: scope.ranks,
+        jobs: scope.jobs,
+        max_memory: scope.max_memory,
+        shard: scope.shard,
     })
 }

@@ -7,7 +7,9 @@ use crate::db::{
     SharedDb,
 };
 use crate::fs::{tensor_dir, tensor_files, two_threads, FsFiles};
+use crate::jobs::{folder_bytes, run_ordered, unit_need, Budget};
 use crate::progress::{CpuMarks, Progress};
+use crate::shard::{self, shard_slice};
 use crate::suggest::read_yaml;
 use probelens::base::error::{Error, Result};
 use probelens::base::Files;
@@ -19,10 +21,12 @@ use probelens::visdb::export::{self, ConfigRow, DistNode, GraphExport};
 use probelens::visdb::sqlite_writer::Writer;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Distributed nodes per (data source, step), then per rank.
-pub(crate) type DistBySource = Vec<(&'static str, i64, Vec<(i64, Vec<DistNode>)>)>;
+pub(crate) type DistBySource = Vec<DistGroup>;
+/// One (data source, step)'s distributed nodes per rank.
+pub(crate) type DistGroup = (&'static str, i64, Vec<(i64, Vec<DistNode>)>);
 
 /// `time.strftime("%Y%m%d%H%M%S")` (UTC; msprobe uses local time, which is UTC on our machines).
 pub(crate) fn timestamp() -> String {
@@ -62,7 +66,8 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let plan: Plan = run::plan(&npu, bench.as_ref().map(|b| b as &dyn Files))?
         .restrict(a.steps.as_deref(), a.ranks.as_deref())?;
     let parallel = parallel_params(a).map_err(|m| Error::input("--rank_size", m))?;
-    let units = plan_units(a, &npu, bench.as_ref(), &plan, parallel.is_some())?;
+    let all_units = plan_units(a, &npu, bench.as_ref(), &plan, parallel.is_some())?;
+    let units = shard_slice(&all_units, a.shard);
     let opts = RunOptions {
         layer_mapping: read_layer_mapping(a)?,
         fuzzy: a.fuzzy,
@@ -82,11 +87,17 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
         eprintln!("probelens: warning: The --file_type json parameter is only supported in graph merge build scenarios. Falling back to default db output.");
     }
     if let (true, Some(params)) = (a.json, &parallel) {
-        return json_export(&npu, &units, params, &opts, &a.output);
+        return json_export(&npu, units, params, &opts, &a.output);
+    }
+    if a.shard.is_some() && (a.no_db || a.json) {
+        return Err(Error::input(
+            "--shard",
+            "a shard writes a partial db: not with --no-db or --file_type json",
+        ));
     }
     if a.no_db {
         if let Some(params) = &parallel {
-            return merge_only(&npu, bench.as_ref(), &units, params, &opts);
+            return merge_only(&npu, bench.as_ref(), units, params, &opts);
         }
         return compare_only(a, &npu, bench.as_ref(), &plan, &opts, t0);
     }
@@ -97,7 +108,11 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
         )
     })?;
     let kind = if bench.is_some() { "compare" } else { "build" };
-    let db_path = a.output.join(format!("{kind}_{}.vis.db", timestamp()));
+    let db_path = match a.shard {
+        // A fixed name: a shard run again replaces its partial db.
+        Some((i, n)) => a.output.join(format!("{kind}_shard{i}of{n}.vis.db")),
+        None => a.output.join(format!("{kind}_{}.vis.db", timestamp())),
+    };
     let tmp_path = db_path.with_extension("db.part");
     let _ = std::fs::remove_file(&tmp_path);
     // On an error below, the partial database goes away (after the connection closes: declared
@@ -107,13 +122,13 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let keys_path = db_path.with_extension("db.keys");
     let _ = std::fs::remove_file(&keys_path);
     let _keys_part = PartFile(keys_path.clone());
-    let (db, leaves_out) = create_db(&db_path, &tmp_path, &keys_path)?;
-    let progress = Progress {
-        bar: !a.no_progress && std::io::stderr().is_terminal(),
-        log: a.progress_log,
-        total: units.len(),
-        start: t0,
-    };
+    let (db, leaves_out) = create_db(&db_path, &tmp_path, &keys_path, true)?;
+    let mut progress = Progress::new(
+        !a.no_progress && std::io::stderr().is_terminal(),
+        a.progress_log,
+        units.len(),
+        t0,
+    );
     let visualize = Visualize {
         a,
         npu: &npu,
@@ -121,13 +136,14 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
         plan: &plan,
         parallel: parallel.as_deref(),
         opts: &opts,
+        budget: Budget::new(a.jobs, a.max_memory),
     };
     // Rows are formatted, encoded and packed into pages by the formatting threads
     // (`export_graphs`), which share the writer.
     let shared = std::sync::Mutex::new(SharedDb { db, err: None });
     let produced = {
         let mut sink = DbSink::new(&shared, &leaves_out);
-        let produced = visualize.write_units(&units, &mut sink, &progress, &mut cpu);
+        let produced = visualize.write_units(units, &mut sink, &mut progress, &mut cpu);
         sink.flush();
         produced
     };
@@ -138,9 +154,31 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
     if let Some(e) = err {
         return Err(db_err(&db_path, e));
     }
-    let (config, dist) = produced?;
+    let Produced {
+        config,
+        dist,
+        exported,
+    } = produced?;
     let te = Instant::now();
-    visualize.finish_db(db, config.as_ref(), &dist, &tmp_path, &db_path)?;
+    match a.shard {
+        None => visualize.finish_db(db, config.as_ref(), &dist, &tmp_path, &db_path)?,
+        Some((index, count)) => {
+            // The partial db's own row lists its own ranks and steps; the run's go to the meta.
+            let own = config.as_ref().map(|c| own_config(c, &exported));
+            visualize.finish_db(db, own.as_ref(), &[], &tmp_path, &db_path)?;
+            let meta = shard::Meta {
+                index,
+                count,
+                run: run_fingerprint(a)?,
+                units: all_units.iter().map(Unit::key).collect(),
+                kind: kind.to_string(),
+                distributed: plan.kind != run::Kind::Files && parallel.is_none(),
+                overflow: a.overflow,
+                lists: config.map(|c| (c.rank_list, c.step_list)),
+            };
+            shard::write_meta(&tmp_path, &meta).map_err(|e| db_err(&db_path, e))?;
+        }
+    }
     let t_indexes = te.elapsed();
     cpu.mark("indexes");
     std::fs::rename(&tmp_path, &db_path)
@@ -233,17 +271,110 @@ fn merge_only(
 /// The file is written directly as SQLite pages (`probelens::visdb::sqlite_writer`): rows as
 /// they come, indexes sorted and packed at the end, much faster than inserting through SQLite;
 /// the content is the same (the fidelity tests read it back with SQLite).
-fn create_db(db_path: &Path, tmp_path: &Path, keys_path: &Path) -> Result<(DbWriter, DbFile)> {
+/// With `hand_runs`, the writer hands its table leaves to the caller (`DbSink` writes them).
+pub(crate) fn create_db(
+    db_path: &Path,
+    tmp_path: &Path,
+    keys_path: &Path,
+    hand_runs: bool,
+) -> Result<(DbWriter, DbFile)> {
     let file = std::fs::File::create(tmp_path).map_err(|e| db_err(db_path, e))?;
     let (tables, indexes) = visdb::schema();
     let leaves_out = DbFile(file.try_clone().map_err(|e| db_err(db_path, e))?);
     let mut db = Writer::new(DbFile(file), tables, indexes).map_err(|e| db_err(db_path, e))?;
-    db.hand_runs();
+    if hand_runs {
+        db.hand_runs();
+    }
     db.set_key_budget(key_budget());
     db.set_spill(Box::new(
         FileSpill::create(keys_path).map_err(|e| db_err(keys_path, e))?,
     ));
     Ok((db, leaves_out))
+}
+
+/// What the export loop leaves for the end: the run's `tb_config` row, the distributed nodes,
+/// the (step, rank) of each exported graph pair in order.
+struct Produced {
+    config: Option<ConfigRow>,
+    dist: DistBySource,
+    exported: Vec<(i64, i64)>,
+}
+
+/// A partial db's own `tb_config` row: the run's, with the ranks and steps it holds.
+fn own_config(c: &ConfigRow, exported: &[(i64, i64)]) -> ConfigRow {
+    let mut ranks: Vec<i64> = exported.iter().map(|p| p.1).collect();
+    let mut steps: Vec<i64> = exported.iter().map(|p| p.0).collect();
+    for v in [&mut ranks, &mut steps] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    ConfigRow {
+        tool_tip: c.tool_tip.clone(),
+        node_colors: c.node_colors.clone(),
+        rank_list: export::int_list(&ranks),
+        step_list: export::int_list(&steps),
+        ..*c
+    }
+}
+
+/// What must agree between the shards of one run: the options that change its output (the
+/// dumps' paths may differ between the machines of a cluster, so they are not in it; the plan's
+/// units are compared apart).
+pub(crate) fn run_fingerprint(a: &Args) -> Result<String> {
+    let lm = match &a.layer_mapping {
+        None => "none".to_string(),
+        Some(None) => "bare".to_string(),
+        Some(Some(p)) => {
+            let bytes = std::fs::read(p)
+                .map_err(|e| Error::input(p.display().to_string(), format!("cannot read: {e}")))?;
+            format!("{:016x}", fnv1a(&bytes))
+        }
+    };
+    Ok(format!(
+        "compare={} lm={lm} fm={} oc={} layout_aware={} rank_size={:?} tp={:?} pp={:?} vpp={:?} order={:?} steps={:?} ranks={:?}",
+        a.golden.is_some(),
+        a.fuzzy,
+        a.overflow,
+        a.layout_aware,
+        a.rank_size,
+        a.tp,
+        a.pp,
+        a.vpp,
+        a.order,
+        a.steps,
+        a.ranks
+    ))
+}
+
+/// FNV-1a, 64 bits: a fingerprint of a file's bytes.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// A unit's pairs built and compared, when it started and how long its parse took.
+type UnitResult = (Vec<(PairPlan, PairResult)>, Instant, std::time::Duration);
+
+/// The bytes a unit's parse reads: its rank folders' files, both sides.
+pub(crate) fn unit_bytes(npu: &FsFiles, bench: Option<&FsFiles>, unit: &Unit) -> u64 {
+    let side = |files: Option<&FsFiles>, dir: Option<&str>| match (files, dir) {
+        (Some(f), Some(d)) => folder_bytes(f, d),
+        _ => 0,
+    };
+    match unit {
+        Unit::Single(p) => side(Some(npu), Some(&p.npu_dir)) + side(bench, p.bench_dir.as_deref()),
+        Unit::Step(s) => {
+            s.npu
+                .iter()
+                .map(|(_, d)| side(Some(npu), Some(d)))
+                .sum::<u64>()
+                + s.bench
+                    .iter()
+                    .map(|(_, d)| side(bench, Some(d)))
+                    .sum::<u64>()
+        }
+    }
 }
 
 /// What the phases of a run that writes a `.vis.db` share.
@@ -254,27 +385,35 @@ struct Visualize<'r> {
     plan: &'r Plan,
     parallel: Option<&'r [probelens::merge::ParallelParams]>,
     opts: &'r RunOptions,
+    budget: Budget,
 }
 
 impl Visualize<'_> {
     /// Builds and compares each unit and writes its graphs' rows through `sink`; returns the
-    /// `tb_config` row and the distributed nodes for the post-analysis.
+    /// `tb_config` row and the distributed nodes for the post-analysis. Units run `budget.jobs`
+    /// at a time; their rows are written in plan order (`jobs::run_ordered`).
     fn write_units(
         &self,
         units: &[Unit],
         sink: &mut DbSink,
-        progress: &Progress,
+        progress: &mut Progress,
         cpu: &mut CpuMarks,
-    ) -> Result<(Option<ConfigRow>, DistBySource)> {
+    ) -> Result<Produced> {
         let mut config: Option<ConfigRow> = None;
+        let mut exported: Vec<(i64, i64)> = Vec::new();
         // (data_source, step) -> ranks -> distributed nodes
         let mut dist: DistBySource = Vec::new();
-        progress.update(0, "building graphs");
         let mut rank_list: Option<Vec<i64>> = None;
-        for (i, unit) in units.iter().enumerate() {
+        let sizes: Vec<u64> = units
+            .iter()
+            .map(|u| unit_bytes(self.npu, self.bench, u))
+            .collect();
+        progress.set_bytes(sizes.iter().sum());
+        progress.update("building graphs");
+        let work = |_: usize, unit: &Unit| -> Result<UnitResult> {
             let tp = Instant::now();
             let mut t_parse = std::time::Duration::ZERO;
-            let results: Vec<(PairPlan, PairResult)> = match unit {
+            let results = match unit {
                 Unit::Single(pair) => {
                     let checkers = match self.parallel {
                         Some(_) => Checkers::ParallelMerge,
@@ -290,12 +429,16 @@ impl Visualize<'_> {
                     run_parallel_step(self.npu, self.bench, s, params, self.opts, true)?
                 }
             };
+            Ok((results, tp, t_parse))
+        };
+        let mut consume = |i: usize, (results, tp, t_parse): UnitResult| -> Result<()> {
             if rank_list.is_none() && self.parallel.is_some() {
                 rank_list = Some(results.iter().map(|(p, _)| p.rank).collect());
             }
             let t_cmp = tp.elapsed();
             // The parse and the graph builds overlap (`run_loaded_pair`).
             cpu.mark("parse+build+compare");
+            let mut label = String::new();
             for (pair, res) in results {
                 self.export_pair(&pair, &res, sink, &mut dist);
                 if config.is_none() {
@@ -319,14 +462,23 @@ impl Visualize<'_> {
                     );
                 }
                 cpu.mark("export");
-                progress.update(i + 1, &format!("step {} rank {}", pair.step, pair.rank));
                 // The result is freed before the indexes are sorted, which then reuse its
                 // memory.
+                label = format!("step {} rank {}", pair.step, pair.rank);
+                exported.push((pair.step, pair.rank));
                 drop(res);
                 give_back_freed();
             }
-        }
-        Ok((config, dist))
+            progress.finish_unit(sizes[i], &label);
+            Ok(())
+        };
+        let needs: Vec<u64> = sizes.iter().map(|&b| unit_need(b)).collect();
+        run_ordered(units, self.budget, &needs, &work, &mut consume)?;
+        Ok(Produced {
+            config,
+            dist,
+            exported,
+        })
     }
 
     /// Writes one pair's rows (its diagnostics printed first) and keeps its distributed nodes.
@@ -368,7 +520,7 @@ impl Visualize<'_> {
         &self,
         mut db: DbWriter,
         config: Option<&ConfigRow>,
-        dist: &DistBySource,
+        dist: &[DistGroup],
         tmp_path: &Path,
         db_path: &Path,
     ) -> Result<()> {
@@ -441,6 +593,16 @@ pub(crate) fn json_export(
 pub(crate) enum Unit<'a> {
     Single(&'a PairPlan),
     Step(probelens::merge::ParallelStep),
+}
+
+impl Unit<'_> {
+    /// The step and ranks of the unit (a merged step's NPU rank folders).
+    pub(crate) fn key(&self) -> shard::UnitKey {
+        match self {
+            Unit::Single(p) => (p.step, vec![p.rank]),
+            Unit::Step(s) => (s.step, s.npu.iter().map(|(r, _)| *r).collect()),
+        }
+    }
 }
 
 /// A parallel-merge step (`merge::run_parallel_step`, shared with the page): the rank folders
@@ -562,7 +724,8 @@ pub(crate) fn print_counts(pair: &PairPlan, res: &PairResult) {
     );
 }
 
-/// `--no-db`: builds and compares every pair and prints counts; writes nothing.
+/// `--no-db`: builds and compares every pair (`-j` at once) and prints counts in plan order;
+/// writes nothing.
 pub(crate) fn compare_only(
     a: &Args,
     npu: &FsFiles,
@@ -571,9 +734,19 @@ pub(crate) fn compare_only(
     opts: &RunOptions,
     t0: Instant,
 ) -> Result<PathBuf> {
-    for pair in &plan.pairs {
+    let needs: Vec<u64> = plan
+        .pairs
+        .iter()
+        .map(|p| unit_need(unit_bytes(npu, bench, &Unit::Single(p))))
+        .collect();
+    let work = |_: usize, pair: &PairPlan| {
         let tp = Instant::now();
         let (res, t_parse) = run_loaded_pair(npu, bench, pair, opts, Checkers::Standard, tp)?;
+        Ok((res, t_parse, tp.elapsed()))
+    };
+    let last = plan.pairs.len().saturating_sub(1);
+    let mut consume = |i: usize, (res, t_parse, t_all): (PairResult, Duration, Duration)| {
+        let pair = &plan.pairs[i];
         for d in &res.diagnostics {
             eprintln!("probelens: {d}");
         }
@@ -584,13 +757,16 @@ pub(crate) fn compare_only(
                 pair.step,
                 pair.rank,
                 t_parse.as_secs_f64(),
-                (tp.elapsed() - t_parse).as_secs_f64()
+                (t_all - t_parse).as_secs_f64()
             );
         }
-        if std::ptr::eq(pair, plan.pairs.last().unwrap_or(pair)) {
+        if i == last {
             leave_to_exit(res);
         }
-    }
+        Ok(())
+    };
+    let budget = Budget::new(a.jobs, a.max_memory);
+    run_ordered(&plan.pairs, budget, &needs, &work, &mut consume)?;
     if a.timing {
         eprintln!("probelens: total {:.3}s", t0.elapsed().as_secs_f64());
     }

@@ -16,7 +16,9 @@ mod db;
 mod diagnose;
 mod fs;
 mod graph_visualize;
+mod jobs;
 mod progress;
+mod shard;
 mod suggest;
 
 use crate::alloc::tune_allocator;
@@ -53,6 +55,7 @@ fn main() {
         },
         Some("suggest") => suggest_main(&argv[1..]),
         Some("diagnose") => diagnose_main(&argv[1..]),
+        Some("merge-db") => crate::shard::merge_db_main(&argv[1..]),
         Some("version") | Some("--version") | Some("-V") => {
             println!("probelens {}", env!("CARGO_PKG_VERSION"));
             0

@@ -5,29 +5,62 @@ use std::io::Write;
 use std::time::Instant;
 
 pub(crate) struct Progress {
-    pub(crate) bar: bool,
-    pub(crate) log: bool,
-    pub(crate) total: usize,
-    pub(crate) start: Instant,
+    bar: bool,
+    log: bool,
+    /// Units of the run and those done.
+    total: usize,
+    done: usize,
+    /// Bytes the units read, and those of the units done.
+    total_bytes: u64,
+    done_bytes: u64,
+    start: Instant,
 }
 
 impl Progress {
-    pub(crate) fn update(&self, done: usize, what: &str) {
-        let pct = (done * 100).checked_div(self.total).unwrap_or(100);
+    pub(crate) fn new(bar: bool, log: bool, total: usize, start: Instant) -> Progress {
+        Progress {
+            bar,
+            log,
+            total,
+            done: 0,
+            total_bytes: 0,
+            done_bytes: 0,
+            start,
+        }
+    }
+
+    /// The bytes the whole run reads.
+    pub(crate) fn set_bytes(&mut self, total: u64) {
+        self.total_bytes = total;
+    }
+
+    /// One more unit done, which read `bytes`; `what` names it.
+    pub(crate) fn finish_unit(&mut self, bytes: u64, what: &str) {
+        self.done += 1;
+        self.done_bytes += bytes;
+        self.update(what);
+    }
+
+    pub(crate) fn update(&self, what: &str) {
+        let pct = (self.done * 100).checked_div(self.total).unwrap_or(100);
         if self.log {
-            println!("PROGRESS: {{\"current_progress\": {pct}, \"process_running\": {}, \"error_msg\": []}}", done < self.total);
+            println!("PROGRESS: {{\"current_progress\": {pct}, \"process_running\": {}, \"error_msg\": []}}", self.done < self.total);
         }
         if self.bar {
             let width = 30;
             let filled = width * pct / 100;
             eprint!(
-                "\r[Graph] Overall Progress: {:>3}%|{}{}| {:.1}s {what:<40}",
+                "\r[Graph] Overall Progress: {:>3}%|{}{}| {}/{} units, {:.1}/{:.1} GB, {:.1}s {what:<30}",
                 pct,
                 "█".repeat(filled),
                 " ".repeat(width - filled),
+                self.done,
+                self.total,
+                self.done_bytes as f64 / 1e9,
+                self.total_bytes as f64 / 1e9,
                 self.start.elapsed().as_secs_f64()
             );
-            if done >= self.total {
+            if self.done >= self.total {
                 eprintln!();
             }
             let _ = std::io::stderr().flush();
