@@ -34,6 +34,7 @@ mod plan_filter;
 mod properties;
 mod real_tensor;
 mod scoped;
+mod shards;
 mod streaming;
 mod suggest;
 mod templates;
