@@ -645,11 +645,7 @@ pub fn all_cases() -> Vec<String> {
 /// Runs the `probelens` binary on a case written to a temporary folder, as msprobe was run by
 /// regen.py (`graph_visualize -tp npu [-gp bench] -o out <args>` from inside the folder), and
 /// reads back its `.vis.db`. Exit status non-zero = an error outcome.
-pub fn run_cli(case: &Case) -> Outcome {
-    run_cli_how(case, &[], None)
-}
-
-/// [`run_cli`] with `extra` arguments, and with `shards: Some(n)` as n processes `--shard i/n`
+/// `extra` arguments follow the case's; with, and with `shards: Some(n)` as n processes `--shard i/n`
 /// whose partial dbs `probelens merge-db` joins (an error outcome when any of them fails).
 pub fn run_cli_how(case: &Case, extra: &[&str], shards: Option<usize>) -> Outcome {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -22,6 +22,9 @@ pub(crate) struct Batch {
 pub(crate) struct SharedDb {
     pub(crate) db: DbWriter,
     pub(crate) err: Option<std::io::Error>,
+    /// How long the sinks held the lock: the part of the export that units cannot do side by
+    /// side (`--timing` prints it).
+    pub(crate) held: std::time::Duration,
 }
 
 /// The export's [`Sink`] on a formatting thread: rows are encoded here into a batch, and the
@@ -78,6 +81,7 @@ impl<'w> DbSink<'w> {
         }
         // A poisoned lock: the other thread panicked (the scope passes the panic on).
         if let Ok(mut s) = self.shared.lock() {
+            let t = std::time::Instant::now();
             let s = &mut *s;
             for buf in self.written.drain(..) {
                 s.db.give_back(buf);
@@ -93,6 +97,7 @@ impl<'w> DbSink<'w> {
                 }
             }
             s.db.take_runs(&mut self.runs);
+            s.held += t.elapsed();
         }
         self.batch.bytes.clear();
         self.batch.rows.clear();
@@ -248,12 +253,12 @@ pub(crate) fn export_part() -> usize {
 /// a graph per thread one core waited for the other for ~0.1 s. A compared pair's rows are
 /// formatted as pairs (`export::PairRows`: an NPU row writes its Bench partner's, whose items its
 /// compare derives anyway). The database does not depend on the order of the inserts (node rows
-/// carry their `node_order`).
+/// carry their `node_order`). Returns the deferred compare's warnings too, as messages.
 pub(crate) fn export_graphs(
     npu: &GraphExport,
     bench: Option<&GraphExport>,
     sink: &mut DbSink,
-) -> Vec<Vec<DistNode>> {
+) -> (Vec<Vec<DistNode>>, Vec<String>) {
     let part = export_part();
     let rows = export::PairRows::new(GraphRows::new(npu), bench.map(GraphRows::new));
     let lens = rows.lens();
@@ -305,9 +310,10 @@ pub(crate) fn export_graphs(
     });
     // A deferred compare's warnings, in the graphs' row order.
     warnings.sort_by_key(|(g, o, _)| (*g, *o));
-    for (_, _, d) in &warnings {
-        eprintln!("probelens: {d}");
-    }
+    let messages = warnings
+        .iter()
+        .map(|(_, _, d)| format!("probelens: {d}"))
+        .collect();
     found.sort_by_key(|(g, o, _)| (*g, *o));
     let mut dist: Vec<Vec<DistNode>> = lens.iter().map(|_| Vec::new()).collect();
     for (g, _, d) in found {
@@ -316,5 +322,5 @@ pub(crate) fn export_graphs(
         }
     }
     rows.write_stacks(sink);
-    dist
+    (dist, messages)
 }

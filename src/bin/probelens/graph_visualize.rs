@@ -138,16 +138,15 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
         opts: &opts,
         budget: Budget::new(a.jobs, a.max_memory),
     };
-    // Rows are formatted, encoded and packed into pages by the formatting threads
+    // Rows are formatted, encoded and packed into pages by each unit's formatting threads
     // (`export_graphs`), which share the writer.
-    let shared = std::sync::Mutex::new(SharedDb { db, err: None });
-    let produced = {
-        let mut sink = DbSink::new(&shared, &leaves_out);
-        let produced = visualize.write_units(units, &mut sink, &mut progress, &mut cpu);
-        sink.flush();
-        produced
-    };
-    let SharedDb { db, err } = shared
+    let shared = std::sync::Mutex::new(SharedDb {
+        db,
+        err: None,
+        held: Duration::ZERO,
+    });
+    let produced = visualize.write_units(units, (&shared, &leaves_out), &mut progress, &mut cpu);
+    let SharedDb { db, err, held } = shared
         .into_inner()
         .map_err(|_| Error::input(db_path.display().to_string(), "the export failed"))?;
     // A database error stops the export; report it before what the producer saw after it.
@@ -192,6 +191,8 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
             t0.elapsed().as_secs_f64()
         );
         eprintln!("{}", cpu.line());
+        // Packing rows into pages is done under the writer's lock: units do not overlap there.
+        eprintln!("probelens: writer lock held {:.3}s", held.as_secs_f64());
     }
     Ok(db_path)
 }
@@ -353,8 +354,21 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// A unit's pairs built and compared, when it started and how long its parse took.
-type UnitResult = (Vec<(PairPlan, PairResult)>, Instant, std::time::Duration);
+/// What a unit leaves for the end once its rows are written: each pair's, and (compare, mode,
+/// micro steps) of its first pair, which make the `tb_config` row when the unit is the first.
+struct UnitDone {
+    pairs: Vec<PairDone>,
+    seed: Option<(bool, probelens::graph::items::Mode, i64)>,
+}
+
+/// A pair written: its messages for stderr and its distributed nodes (NPU, Bench).
+struct PairDone {
+    step: i64,
+    rank: i64,
+    messages: Vec<String>,
+    dist_npu: Vec<DistNode>,
+    dist_bench: Option<Vec<DistNode>>,
+}
 
 /// The bytes a unit's parse reads: its rank folders' files, both sides.
 pub(crate) fn unit_bytes(npu: &FsFiles, bench: Option<&FsFiles>, unit: &Unit) -> u64 {
@@ -389,13 +403,14 @@ struct Visualize<'r> {
 }
 
 impl Visualize<'_> {
-    /// Builds and compares each unit and writes its graphs' rows through `sink`; returns the
-    /// `tb_config` row and the distributed nodes for the post-analysis. Units run `budget.jobs`
-    /// at a time; their rows are written in plan order (`jobs::run_ordered`).
+    /// Builds and compares each unit and writes its graphs' rows into the shared writer; returns
+    /// the `tb_config` row and the distributed nodes for the post-analysis. Units run
+    /// `budget.jobs` at a time, each writing its own rows (`jobs::run_ordered`); what the end
+    /// needs comes back in plan order.
     fn write_units(
         &self,
         units: &[Unit],
-        sink: &mut DbSink,
+        db: (&std::sync::Mutex<SharedDb>, &DbFile),
         progress: &mut Progress,
         cpu: &mut CpuMarks,
     ) -> Result<Produced> {
@@ -403,72 +418,43 @@ impl Visualize<'_> {
         let mut exported: Vec<(i64, i64)> = Vec::new();
         // (data_source, step) -> ranks -> distributed nodes
         let mut dist: DistBySource = Vec::new();
-        let mut rank_list: Option<Vec<i64>> = None;
         let sizes: Vec<u64> = units
             .iter()
             .map(|u| unit_bytes(self.npu, self.bench, u))
             .collect();
         progress.set_bytes(sizes.iter().sum());
         progress.update("building graphs");
-        let work = |_: usize, unit: &Unit| -> Result<UnitResult> {
-            let tp = Instant::now();
-            let mut t_parse = std::time::Duration::ZERO;
-            let results = match unit {
-                Unit::Single(pair) => {
-                    let checkers = match self.parallel {
-                        Some(_) => Checkers::ParallelMerge,
-                        None => Checkers::Standard,
-                    };
-                    let (res, parsed) =
-                        run_loaded_pair(self.npu, self.bench, pair, self.opts, checkers, tp)?;
-                    t_parse = parsed;
-                    vec![((*pair).clone(), res)]
-                }
-                Unit::Step(s) => {
-                    let params = self.parallel.unwrap_or_default();
-                    run_parallel_step(self.npu, self.bench, s, params, self.opts, true)?
-                }
-            };
-            Ok((results, tp, t_parse))
-        };
-        let mut consume = |i: usize, (results, tp, t_parse): UnitResult| -> Result<()> {
-            if rank_list.is_none() && self.parallel.is_some() {
-                rank_list = Some(results.iter().map(|(p, _)| p.rank).collect());
-            }
-            let t_cmp = tp.elapsed();
-            // The parse and the graph builds overlap (`run_loaded_pair`).
-            cpu.mark("parse+build+compare");
+        let work = |_: usize, unit: &Unit| self.build_and_export(unit, db);
+        let mut consume = |i: usize, done: UnitDone| -> Result<()> {
             let mut label = String::new();
-            for (pair, res) in results {
-                self.export_pair(&pair, &res, sink, &mut dist);
-                if config.is_none() {
+            if config.is_none() {
+                if let Some((compare, mode, micro_steps)) = done.seed {
+                    let ranks = match self.parallel {
+                        Some(_) => done.pairs.iter().map(|p| p.rank).collect(),
+                        None => self.plan.rank_list(),
+                    };
                     config = Some(ConfigRow::new(
-                        res.bench.is_some(),
-                        res.mode,
-                        res.micro_steps,
+                        compare,
+                        mode,
+                        micro_steps,
                         self.a.overflow,
-                        &rank_list.clone().unwrap_or_else(|| self.plan.rank_list()),
+                        &ranks,
                         &self.plan.step_list,
                     ));
                 }
-                if self.a.timing {
-                    eprintln!(
-                        "probelens: step {} rank {}: parse {:.3}s, build+compare {:.3}s, export {:.3}s",
-                        pair.step,
-                        pair.rank,
-                        t_parse.as_secs_f64(),
-                        (t_cmp - t_parse).as_secs_f64(),
-                        (tp.elapsed() - t_cmp).as_secs_f64()
-                    );
-                }
-                cpu.mark("export");
-                // The result is freed before the indexes are sorted, which then reuse its
-                // memory.
-                label = format!("step {} rank {}", pair.step, pair.rank);
-                exported.push((pair.step, pair.rank));
-                drop(res);
-                give_back_freed();
             }
+            for p in done.pairs {
+                for m in &p.messages {
+                    eprintln!("{m}");
+                }
+                push_dist(&mut dist, "NPU", p.step, p.rank, p.dist_npu);
+                if let Some(b) = p.dist_bench {
+                    push_dist(&mut dist, "Bench", p.step, p.rank, b);
+                }
+                exported.push((p.step, p.rank));
+                label = format!("step {} rank {}", p.step, p.rank);
+            }
+            cpu.mark("parse+build+compare+export");
             progress.finish_unit(sizes[i], &label);
             Ok(())
         };
@@ -481,17 +467,66 @@ impl Visualize<'_> {
         })
     }
 
-    /// Writes one pair's rows (its diagnostics printed first) and keeps its distributed nodes.
-    fn export_pair(
+    /// Builds and compares one unit and writes its rows; what the end needs of it.
+    fn build_and_export(
         &self,
-        pair: &PairPlan,
-        res: &PairResult,
-        sink: &mut DbSink,
-        dist: &mut DistBySource,
-    ) {
-        for d in &res.diagnostics {
-            eprintln!("probelens: {d}");
+        unit: &Unit,
+        (shared, out): (&std::sync::Mutex<SharedDb>, &DbFile),
+    ) -> Result<UnitDone> {
+        let tp = Instant::now();
+        let mut t_parse = Duration::ZERO;
+        let results = match unit {
+            Unit::Single(pair) => {
+                let checkers = match self.parallel {
+                    Some(_) => Checkers::ParallelMerge,
+                    None => Checkers::Standard,
+                };
+                let (res, parsed) =
+                    run_loaded_pair(self.npu, self.bench, pair, self.opts, checkers, tp)?;
+                t_parse = parsed;
+                vec![((*pair).clone(), res)]
+            }
+            Unit::Step(s) => {
+                let params = self.parallel.unwrap_or_default();
+                run_parallel_step(self.npu, self.bench, s, params, self.opts, true)?
+            }
+        };
+        let t_cmp = tp.elapsed();
+        let seed = results
+            .first()
+            .map(|(_, r)| (r.bench.is_some(), r.mode, r.micro_steps));
+        let mut sink = DbSink::new(shared, out);
+        let mut pairs = Vec::new();
+        for (pair, res) in results {
+            let te = Instant::now();
+            let mut done = self.export_pair(&pair, &res, &mut sink);
+            sink.flush();
+            if self.a.timing {
+                done.messages.push(format!(
+                    "probelens: step {} rank {}: parse {:.3}s, build+compare {:.3}s, export {:.3}s",
+                    pair.step,
+                    pair.rank,
+                    t_parse.as_secs_f64(),
+                    (t_cmp - t_parse).as_secs_f64(),
+                    te.elapsed().as_secs_f64()
+                ));
+            }
+            pairs.push(done);
+            // The result is freed before the next unit or the indexes, which reuse its memory.
+            drop(res);
+            give_back_freed();
         }
+        Ok(UnitDone { pairs, seed })
+    }
+
+    /// Writes one pair's rows; its messages (diagnostics, then the deferred compare's warnings)
+    /// and distributed nodes.
+    fn export_pair(&self, pair: &PairPlan, res: &PairResult, sink: &mut DbSink) -> PairDone {
+        let mut messages: Vec<String> = res
+            .diagnostics
+            .iter()
+            .map(|d| format!("probelens: {d}"))
+            .collect();
         let nx = GraphExport {
             dump_data_dir: tensor_dir(self.npu, &pair.npu_dir, &res.npu.dump),
             ..GraphExport::npu(res, pair.step, pair.rank)
@@ -505,12 +540,15 @@ impl Visualize<'_> {
             }
             _ => None,
         };
-        let mut dists = export_graphs(&nx, bx.as_ref(), sink).into_iter();
-        let dn = dists.next().unwrap_or_default();
-        let db = dists.next();
-        push_dist(dist, "NPU", pair.step, pair.rank, dn);
-        if let Some(db) = db {
-            push_dist(dist, "Bench", pair.step, pair.rank, db);
+        let (dists, warnings) = export_graphs(&nx, bx.as_ref(), sink);
+        messages.extend(warnings);
+        let mut dists = dists.into_iter();
+        PairDone {
+            step: pair.step,
+            rank: pair.rank,
+            messages,
+            dist_npu: dists.next().unwrap_or_default(),
+            dist_bench: dists.next(),
         }
     }
 

@@ -2,10 +2,12 @@
 //!
 //! A unit is a (step, rank) pair or a merged step (`graph_visualize::Unit`). [`run_ordered`]
 //! starts units in plan order on `jobs` threads, each while the estimated memory of the units
-//! started and not yet consumed stays within the budget (a unit over the budget alone runs by
-//! itself, with a warning), and hands the results to the caller's thread in plan order: the
-//! `.vis.db` is written in the same order whatever `jobs` is, so its content (and msprobe's
-//! order-dependent parts, such as the `tb_config` row of the first export) does not depend on it.
+//! running stays within the budget (a unit over the budget runs by itself, with a warning), and
+//! hands their results, small summaries (a unit's work writes its own rows into the shared db
+//! writer), to the caller's thread in plan order. The db's content does not depend on the order
+//! of its inserts (rows carry their `node_order`; the indexes are sorted at the end), and what
+//! does depend on order, such as msprobe's `tb_config` row (the first export's) or the ranks'
+//! order in the distributed analysis, is taken from the summaries in plan order.
 //!
 //! The defaults are what the process may use: `available_parallelism` (which honours cgroup CPU
 //! quotas and affinity) over the threads a unit uses, and half of the memory limit: the cgroup's
@@ -160,7 +162,7 @@ pub(crate) fn unit_need(input: u64) -> u64 {
 struct Sched {
     /// The next unit to start.
     next: usize,
-    /// Estimated bytes of the units started and not yet consumed.
+    /// Estimated bytes of the units running.
     in_use: u64,
     /// Units started and not yet consumed.
     in_flight: usize,
@@ -207,8 +209,8 @@ pub(crate) fn run_ordered<U: Sync, T: Send>(
     });
     let cv = Condvar::new();
     let lock = || sched.lock().unwrap_or_else(|p| p.into_inner());
-    // At most this many results wait for `consume` (beside the memory budget).
-    let max_in_flight = budget.jobs * 2;
+    // At most this many units are started and not yet consumed (beside the memory budget).
+    let max_in_flight = budget.jobs * 16;
     let (tx, rx) = mpsc::channel::<(usize, Result<T>)>();
     std::thread::scope(|s| {
         for _ in 0..budget.jobs.min(units.len()) {
@@ -222,8 +224,8 @@ pub(crate) fn run_ordered<U: Sync, T: Send>(
                             return;
                         }
                         let n = needs[g.next];
-                        let fits = g.in_use == 0
-                            || (g.in_use + n <= budget.bytes && g.in_flight < max_in_flight);
+                        let fits = g.in_flight < max_in_flight
+                            && (g.in_use == 0 || g.in_use + n <= budget.bytes);
                         if fits {
                             break;
                         }
@@ -237,6 +239,11 @@ pub(crate) fn run_ordered<U: Sync, T: Send>(
                 };
                 warn_big(i, needs[i]);
                 let r = work(i, &units[i]);
+                {
+                    let mut g = sched.lock().unwrap_or_else(|p| p.into_inner());
+                    g.in_use -= needs[i];
+                }
+                cv.notify_all();
                 if tx.send((i, r)).is_err() {
                     return;
                 }
@@ -252,7 +259,6 @@ pub(crate) fn run_ordered<U: Sync, T: Send>(
                 let done = r.and_then(|t| consume(next, t));
                 {
                     let mut g = lock();
-                    g.in_use -= needs[next];
                     g.in_flight -= 1;
                     if done.is_err() {
                         g.stop = true;
@@ -345,11 +351,11 @@ mod tests {
                     alone.store(false, SeqCst);
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
+                live.fetch_sub(*u, SeqCst);
                 Ok(*u)
             },
             &mut |_, u| {
                 held += u;
-                live.fetch_sub(u, std::sync::atomic::Ordering::SeqCst);
                 Ok(())
             },
         )

@@ -2,7 +2,8 @@
 //! `.vis.db`. All IO (files, clock, SQLite, terminal) lives here; the library does none.
 //!
 //! Threads (the core starts none; it calls the [`probelens::Join`] the CLI passes, two scoped
-//! threads): the two sides of a pair are parsed on two threads, each going on with its side's
+//! threads): units (pairs, merged steps) run `-j` at a time, each on the threads below, within a
+//! memory budget (`jobs`); in a unit the two sides of a pair are parsed on two threads, each going on with its side's
 //! `run::Prepared` work as soon as its dump is parsed (`graph_visualize::run_loaded_pair`); the
 //! rows of the NPU and Bench graphs are formatted on two threads that take parts of either graph in
 //! turn, each packing its rows into the file's pages itself under the writer's lock while they are
