@@ -644,9 +644,9 @@ pub fn all_cases() -> Vec<String> {
 
 /// Runs the `probelens` binary on a case written to a temporary folder, as msprobe was run by
 /// regen.py (`graph_visualize -tp npu [-gp bench] -o out <args>` from inside the folder), and
-/// reads back its `.vis.db`. Exit status non-zero = an error outcome.
-/// `extra` arguments follow the case's; with, and with `shards: Some(n)` as n processes `--shard i/n`
-/// whose partial dbs `probelens merge-db` joins (an error outcome when any of them fails).
+/// reads back its `.vis.db`. Exit status non-zero = an error outcome. `extra` arguments follow
+/// the case's; with `shards: Some(n)`, as n processes `--shard i/n` whose partial dbs
+/// `probelens merge-db` joins (an error outcome when any of them fails).
 pub fn run_cli_how(case: &Case, extra: &[&str], shards: Option<usize>) -> Outcome {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);

@@ -3,8 +3,7 @@
 use crate::alloc::give_back_freed;
 use crate::args::{parallel_params, Args};
 use crate::db::{
-    db_err, export_graphs, key_budget, post_pass, DbFile, DbSink, DbWriter, FileSpill, PartFile,
-    SharedDb,
+    db_err, export_graphs, post_pass, DbFile, DbSink, DbWriter, FileSpill, PartFile, SharedDb,
 };
 use crate::fs::{tensor_dir, tensor_files, two_threads, FsFiles};
 use crate::jobs::{folder_bytes, run_ordered, unit_need, Budget};
@@ -122,7 +121,13 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let keys_path = db_path.with_extension("db.keys");
     let _ = std::fs::remove_file(&keys_path);
     let _keys_part = PartFile(keys_path.clone());
-    let (db, leaves_out) = create_db(&db_path, &tmp_path, &keys_path, true)?;
+    let (db, leaves_out) = create_db(
+        &db_path,
+        &tmp_path,
+        &keys_path,
+        true,
+        Budget::new(a.jobs, a.max_memory).keys,
+    )?;
     let mut progress = Progress::new(
         !a.no_progress && std::io::stderr().is_terminal(),
         a.progress_log,
@@ -278,6 +283,7 @@ pub(crate) fn create_db(
     tmp_path: &Path,
     keys_path: &Path,
     hand_runs: bool,
+    key_budget: u64,
 ) -> Result<(DbWriter, DbFile)> {
     let file = std::fs::File::create(tmp_path).map_err(|e| db_err(db_path, e))?;
     let (tables, indexes) = visdb::schema();
@@ -286,7 +292,7 @@ pub(crate) fn create_db(
     if hand_runs {
         db.hand_runs();
     }
-    db.set_key_budget(key_budget());
+    db.set_key_budget(usize::try_from(key_budget).unwrap_or(usize::MAX));
     db.set_spill(Box::new(
         FileSpill::create(keys_path).map_err(|e| db_err(keys_path, e))?,
     ));

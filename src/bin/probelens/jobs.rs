@@ -26,15 +26,24 @@ pub(crate) const THREADS_PER_UNIT: usize = 2;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Budget {
     pub(crate) jobs: usize,
+    /// For the units running.
     pub(crate) bytes: u64,
+    /// For the `.vis.db`'s index keys, which the writer keeps until the end (past it, SQLite
+    /// builds the indexes in bounded memory: `Writer::set_key_budget`).
+    pub(crate) keys: u64,
 }
 
 impl Budget {
-    /// `-j` and `--max-memory` as given, else the defaults.
+    /// `-j` and `--max-memory` as given, else the defaults. The memory (`--max-memory`, default
+    /// half of [`memory_limit`]) is shared: a quarter for the index keys (at most
+    /// `db::key_budget`, 1 GiB), the rest for the units.
     pub(crate) fn new(jobs: Option<usize>, max_memory: Option<u64>) -> Budget {
+        let total = max_memory.unwrap_or_else(|| memory_limit().0 / 2);
+        let keys = (total / 4).min(crate::db::key_budget() as u64);
         Budget {
             jobs: jobs.unwrap_or_else(default_jobs).max(1),
-            bytes: max_memory.unwrap_or_else(|| memory_limit().0 / 2),
+            bytes: total - keys,
+            keys,
         }
     }
 }
@@ -182,7 +191,7 @@ pub(crate) fn run_ordered<U: Sync, T: Send>(
     let warn_big = |i: usize, n: u64| {
         if n > budget.bytes {
             eprintln!(
-                "probelens: warning: unit {} of {} needs about {} (its files), over the memory budget of {} (--max-memory): it runs alone",
+                "probelens: warning: unit {} of {} needs about {} (its files), over the memory budget of {} for units (3/4 of --max-memory): it runs alone",
                 i + 1,
                 units.len(),
                 show_size(n),
@@ -301,7 +310,11 @@ mod tests {
     }
 
     fn budget(jobs: usize, bytes: u64) -> Budget {
-        Budget { jobs, bytes }
+        Budget {
+            jobs,
+            bytes,
+            keys: 0,
+        }
     }
 
     #[test]

@@ -375,7 +375,13 @@ pub(crate) fn merge_db(out: &Path, inputs: &[PathBuf]) -> Result<PathBuf> {
     let _ = std::fs::remove_file(&keys_path);
     let _part = PartFile(tmp_path.clone());
     let _keys_part = PartFile(keys_path.clone());
-    let (mut db, _) = create_db(&db_path, &tmp_path, &keys_path, false)?;
+    let (mut db, _) = create_db(
+        &db_path,
+        &tmp_path,
+        &keys_path,
+        false,
+        crate::jobs::Budget::new(None, None).keys,
+    )?;
     let (tables, _) = probelens::visdb::schema();
     for p in &parts {
         for (t, name) in [
