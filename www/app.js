@@ -27,7 +27,7 @@ import { createDiagnoseController, DIAGNOSIS_INITIAL } from './controllers/diagn
 import { createLayoutController, readLayout, defaultsFor } from './controllers/layout.js';
 import { createOfferController } from './controllers/frameworks.js';
 import { parseHash, createHashController } from './controllers/hash.js';
-import { createLoadController, LOAD_INITIAL } from './controllers/load.js';
+import { createLoadController, LOAD_INITIAL, pairKey } from './controllers/load.js';
 import { createDisplayController, DISPLAY_INITIAL, matchCounts, graphOfPane, paneOfGraph } from './controllers/display.js';
 import { createSelectionController } from './controllers/selection.js';
 import { createToolsController, TOOLS_INITIAL } from './controllers/tools.js';
@@ -163,6 +163,13 @@ export function startApp(host) {
     flags: () => ({ lm: input('opt-lm').checked, mapping: currentMapping(), fuzzy: input('opt-fm').checked, overflowCheck: input('opt-oc').checked }),
     parallel: () => ({ rankSize: input('opt-rank-size').value, tp: input('opt-tp').value, pp: input('opt-pp').value, vpp: input('opt-vpp').value, order: input('opt-order').value }),
     selectors: updateSelectors,
+    choose(step, rank) {
+      const steps = select$('step-select');
+      const ranks = select$('rank-select');
+      if (steps.querySelector(`option[value="${step}"]`)) steps.value = String(step);
+      if (ranks.querySelector(`option[value="${rank}"]`)) ranks.value = String(rank);
+      markRankErrors();
+    },
     display: (result) => disp.show(result),
     clear: () => disp.clear(),
     cards: (notes) => {
@@ -288,7 +295,7 @@ export function startApp(host) {
   // ---------------------------------------------------------------- the step and rank selectors
   /**
    * Lists a layout's steps and ranks (or, with a parallel merge, the merged graphs of the step) in the
-   * selectors.
+   * selectors; a rank whose folder could not be read is marked with its message.
    * @param {{npu: Layout | null, bench: Layout | null} | null} layout
    * @param {{ranks: number[], rank: number} | null} [merge]
    */
@@ -319,6 +326,7 @@ export function startApp(host) {
     fillSelect(select$('rank-select'), [...ranks].sort((a, b) => a - b), 'rank');
     $('step-wrap').hidden = !showSteps || steps.size === 0;
     $('rank-wrap').hidden = !showRanks || ranks.size === 0;
+    markRankErrors();
   }
 
   /** @param {HTMLSelectElement} el @param {number[]} values @param {string} label */
@@ -334,6 +342,30 @@ export function startApp(host) {
     if (values.map(String).includes(keep)) el.value = keep;
     else if (values.length) el.value = String(values[0]);
   }
+
+  /**
+   * The rank entries whose folder (of the chosen step) could not be read or parsed: marked ⚠, with
+   * the message as their tooltip; the selector says so while such an entry is chosen.
+   */
+  function markRankErrors() {
+    const errs = get().rankErrors;
+    const step = numberOf('step-select') ?? 0;
+    const ranks = select$('rank-select');
+    if (get().mergedRanks) return;
+    for (const o of Array.from(ranks.options)) {
+      const msg = errs.get(pairKey(step, Number(o.value)));
+      o.textContent = `${t('rank')} ${o.value}${msg ? ` ⚠ ${t('cannot be read')}` : ''}`;
+      o.title = msg ?? '';
+      if (msg) o.dataset.error = msg;
+      else delete o.dataset.error;
+    }
+    const chosen = ranks.selectedOptions[0]?.dataset.error ?? '';
+    ranks.classList.toggle('has-error', !!chosen);
+    ranks.title = chosen;
+  }
+  store.subscribe(['rankErrors'], markRankErrors);
+  $('step-select').addEventListener('change', markRankErrors);
+  $('rank-select').addEventListener('change', markRankErrors);
 
   // ---------------------------------------------------------------- showing a result
   /**

@@ -8,7 +8,9 @@ import { createStore } from '../../www/store.js';
 import { CoreError } from '../../www/client.js';
 import { NAME_SEP } from '../../www/protocol.js';
 import { MANUAL_INITIAL, createManualController } from '../../www/controllers/manual.js';
-import { createLoadController, LOAD_INITIAL, checkFirst } from '../../www/controllers/load.js';
+import {
+  createLoadController, LOAD_INITIAL, rankDirsOf, checkFirst, isRankFileError, several, pairKey,
+} from '../../www/controllers/load.js';
 import {
   createDisplayController, DISPLAY_INITIAL, legendItems, summaryOf, matchCounts, graphOfPane, paneOfGraph, matchBlockedReason, diagnoseBlocked, heatInputs, shownStepRank,
 } from '../../www/controllers/display.js';
@@ -149,13 +151,17 @@ function loadClient({ fail = () => null, ranks = [0] } = {}) {
 function loadSetup(clientOpts) {
   const store = createStore({ ...LOAD_INITIAL, ...DISPLAY_INITIAL, ...MANUAL_INITIAL, kept: new Map(), runKey: '' });
   const client = loadClient(clientOpts);
-  const seen = { selectors: [], displayed: [], cards: [], confirms: [], dropDemo: 0, mappings: [], cleared: 0 };
+  const seen = { selectors: [], displayed: [], cards: [], chosen: [], confirms: [], dropDemo: 0, mappings: [], cleared: 0 };
   const choice = { step: 0, rank: 0 };
   const ui = {
     selected: () => ({ ...choice }),
     flags: () => ({ lm: false, mapping: null, fuzzy: false, overflowCheck: false }),
     parallel: () => ({ rankSize: '', tp: '', pp: '', vpp: '', order: '' }),
     selectors: (layout, merge) => seen.selectors.push({ layout, merge: merge ?? null, phase: store.get().phase }),
+    choose: (step, rank) => {
+      seen.chosen.push([step, rank]);
+      Object.assign(choice, { step, rank });
+    },
     display: async (result) => {
       seen.displayed.push(result);
       store.set({ result });
@@ -188,10 +194,18 @@ function loadSetup(clientOpts) {
 
 const types = (calls) => calls.map((c) => (c.side ? `${c.type}:${c.side}` : c.type));
 
-test('load: a newly chosen side is checked first unless its JSON files are too big', () => {
+test('load: rank folders are listed from the paths alone; a single rank folder is checked first, a tree is not', () => {
+  assert.deepEqual(rankDirsOf(files(['step0/rank1', 'step0/rank0'])), ['step0/rank0', 'step0/rank1']);
+  assert.deepEqual(rankDirsOf(files([''])), ['']);
+  assert.deepEqual(rankDirsOf([{ path: 'x/construct.json' }, { path: 'x/dump_tensor_data/a.pt' }]), []);
   assert.equal(checkFirst(files([''])), true);
-  assert.equal(checkFirst(files(['rank0', 'rank1'])), true);
+  assert.equal(checkFirst(files(['rank0', 'rank1'])), false, 'a tree: only the chosen rank is parsed');
   assert.equal(checkFirst(files([''], 300 * 1024 * 1024)), false, 'too big to parse twice');
+  assert.equal(several({ npu: { kind: 'ranks', steps: [0], ranks: [0, 1] }, bench: null }), true);
+  assert.equal(several({ npu: { kind: 'files', steps: [0], ranks: [0] }, bench: null }), false);
+  assert.equal(isRankFileError(Object.assign(new CoreError('npu/rank5/dump.json: line 1: ...', { side: 'npu', path: 'npu/rank5/dump.json' }))), true);
+  assert.equal(isRankFileError(new CoreError('the two runs have no step in common')), false);
+  assert.equal(isRankFileError(new Error('npu/rank5/dump.json: bad')), false);
 });
 
 test('load: a rank folder is sent by handle, checked, laid out and run; the result is shown and the load counted', async () => {
@@ -212,6 +226,19 @@ test('load: a rank folder is sent by handle, checked, laid out and run; the resu
   assert.equal(seen.displayed[0].graphType, 'build');
 });
 
+test('load: a tree of 16 rank folders lists its ranks before any parse and runs only the chosen rank', async () => {
+  const ranks = [...Array(16).keys()];
+  const { store, client, seen, ld, choice } = loadSetup({ ranks });
+  store.set({ sources: { npu: src('npu', ranks.map((r) => `rank${r}`)), bench: null } });
+  choice.rank = 5;
+  await ld.load(['npu']);
+  assert.deepEqual(types(client.calls), ['newSession', 'fileHandles:npu', 'layout', 'run'], 'no check: nothing is parsed before the run');
+  assert.deepEqual(seen.selectors[0].layout.npu.ranks, ranks);
+  assert.equal(seen.selectors[0].phase, 'loading', 'the selectors are filled while the load runs');
+  assert.equal(client.calls.at(-1).options.rank, 5);
+  assert.equal(store.get().runOpts.rank, 5);
+});
+
 test('load: the Bench folder joins; the NPU side is adopted from the shown session, not sent again', async () => {
   const { store, client, ld } = loadSetup();
   store.set({ sources: { npu: src('npu', ['']), bench: null } });
@@ -225,11 +252,50 @@ test('load: the Bench folder joins; the NPU side is adopted from the shown sessi
   assert.equal(store.get().sessionId, 2);
 });
 
+test('load: a broken rank of a tree marks its entry, keeps the tree listed, and another rank then loads', async () => {
+  const ranks = [...Array(16).keys()];
+  const broken = new CoreError('npu/rank3/dump.json: line 1, column 9: unexpected end of input', { side: 'npu', path: 'npu/rank3/dump.json' });
+  const { store, client, seen, ld, choice } = loadSetup({ ranks, fail: (o) => (o.rank === 3 ? broken : null) });
+  store.set({ sources: { npu: src('npu', ranks.map((r) => `rank${r}`)), bench: null } });
+  choice.rank = 3;
+  await ld.load(['npu']);
+  let s = store.get();
+  assert.equal(s.result, null, 'nothing shown');
+  assert.equal(s.errors.npu, broken.message, 'the message on the NPU card');
+  assert.deepEqual([...s.rankErrors], [[pairKey(0, 3), broken.message]]);
+  assert.equal(seen.selectors.length, 1, 'the tree stays listed (no older layout put back)');
+  assert.ok(client.calls.some((c) => c.type === 'discardStaging'));
+  assert.deepEqual([s.phase, s.loads], ['empty', 1]);
+  // Another rank: the files are sent again (nothing is shown to adopt from) and it loads.
+  choice.rank = 7;
+  client.calls.length = 0;
+  await ld.rerun();
+  s = store.get();
+  assert.deepEqual(types(client.calls), ['newSession', 'fileHandles:npu', 'layout', 'run']);
+  assert.equal(s.result.graphType, 'build');
+  assert.equal(s.runOpts.rank, 7);
+  assert.equal(s.errors.npu ?? '', '');
+  assert.deepEqual([...s.rankErrors], [[pairKey(0, 3), broken.message]], 'rank 3 stays marked');
+  // A re-run on the shown session that reaches the broken rank: marked, the selectors back on the shown rank.
+  choice.rank = 3;
+  await ld.rerun();
+  s = store.get();
+  assert.equal(client.calls.at(-1).session, 'current');
+  assert.equal(s.runOpts.rank, 7, 'rank 7 stays shown');
+  assert.deepEqual(seen.chosen.at(-1), [0, 7]);
+  assert.equal(s.errors.npu, broken.message);
+  // A newly chosen folder starts without the old folder's marks.
+  store.set((st) => ({ sources: { ...st.sources, npu: src('npu2', ['rank0', 'rank1']) } }));
+  await ld.load(['npu']);
+  assert.equal(store.get().rankErrors.size, 0);
+});
+
 test('load: a message that is not a rank folder\'s leaves the shown result and its selectors', async () => {
   const { store, seen, ld } = loadSetup({ fail: (o) => (o.fuzzy ? null : new CoreError('npu / bench: the two runs have no step in common')) });
   store.set({ sources: { npu: src('npu', ['']), bench: null }, runLayout: { npu: { kind: 'files', steps: [0], ranks: [0] }, bench: null } });
   await ld.load(['npu']);
   assert.equal(store.get().errors.npu, 'npu / bench: the two runs have no step in common', 'the side chosen in this load');
+  assert.equal(store.get().rankErrors.size, 0);
   assert.equal(seen.selectors.at(-1).layout, store.get().runLayout, 'the shown layout is listed again');
   assert.deepEqual(seen.cards.at(-1), { npu: 'not shown: see the error', bench: undefined });
 });

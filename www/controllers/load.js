@@ -2,9 +2,9 @@
 // Load orchestration: reading the chosen folders into a fresh core session and running them, re-runs
 // with other options, restoring the shown result after the core trapped, opening a msprobe output
 // file, the demo; and its rules as pure functions (which core slot holds a side's folder, where an
-// error message belongs, the parallel-merge options as the CLI takes them). No DOM and no worker
-// code: it takes the store, the client (anything with `request`, `start`, `restart` and
-// `generation`) and a small `LoadUi` that app.js implements over the DOM.
+// error message belongs, the parallel-merge options as the CLI takes them, the rank folders of a
+// side). No DOM and no worker code: it takes the store, the client (anything with `request`,
+// `start`, `restart` and `generation`) and a small `LoadUi` that app.js implements over the DOM.
 import { STAGES, unpackRunResult } from '../protocol.js';
 import { sendFiles, isTensorFile } from '../loader.js';
 import { CoreError } from '../client.js';
@@ -84,6 +84,21 @@ export function parallelOptionsOf(fields, compare, rank, mergedRanks) {
   };
 }
 
+/**
+ * The folders holding a `dump.json` among a side's files (`''` for the root): one per rank folder,
+ * listed from the paths alone (no file is read).
+ * @param {{path: string}[]} files
+ * @returns {string[]}
+ */
+export function rankDirsOf(files) {
+  const dirs = new Set();
+  for (const f of files) {
+    const m = /^(?:(.*)\/)?dump\.json$/.exec(f.path);
+    if (m) dirs.add(m[1] ?? '');
+  }
+  return [...dirs].sort();
+}
+
 /** @typedef {import('../protocol.js').RunResult} RunResult */
 /** @typedef {import('../protocol.js').RunOptions} RunOptions */
 /** @typedef {import('../protocol.js').Layout} Layout */
@@ -123,6 +138,7 @@ export function parallelOptionsOf(fields, compare, rank, mergedRanks) {
  * @property {Partial<Record<ErrorPlace, string>>} errors  the messages on the inputs, by where they belong
  * @property {'empty' | 'loading' | 'ready'} phase
  * @property {number} loads  finished loads and re-runs
+ * @property {Map<string, string>} rankErrors  `step:rank` → the message of that pair's broken rank folder (the chosen folders')
  * @property {RunResult | null} result
  */
 
@@ -143,18 +159,35 @@ export const LOAD_INITIAL = {
   errors: {},
   phase: 'empty',
   loads: 0,
+  rankErrors: new Map(),
 };
 
 /** Sides whose JSON files total more are not pre-checked (check parses every rank folder; run parses again). */
 export const CHECK_LIMIT = 256 * 1024 * 1024;
 
+/** Whether a layout lists several steps or ranks on a side. @param {LayoutPair} l */
+export const several = (l) => [l.npu, l.bench].some((x) => !!x && (x.steps.length > 1 || x.ranks.length > 1));
+
+/** The key of a (step, rank) pair in `rankErrors`. @param {number} step @param {number} rank */
+export const pairKey = (step, rank) => `${step}:${rank}`;
+
 /**
  * Whether a newly chosen side is parsed before the run (so that a broken file shows before the other
- * side is read): every rank folder of it, when its JSON files are not too big.
+ * side is read): a single rank folder whose JSON files are not too big. A tree of several rank folders
+ * is not: only the rank chosen in the selector is parsed, by the run.
  * @param {SourceFile[]} files
  */
 export function checkFirst(files) {
-  return files.reduce((s, f) => s + (isTensorFile(f.path) ? 0 : f.size), 0) <= CHECK_LIMIT;
+  return rankDirsOf(files).length <= 1 && files.reduce((s, f) => s + (isTensorFile(f.path) ? 0 : f.size), 0) <= CHECK_LIMIT;
+}
+
+/**
+ * Whether an error of a run is a rank folder's own (a file of the folder of the chosen pair could not
+ * be read or parsed): the core names the side and the file (`npu/rank5/dump.json`).
+ * @param {unknown} e
+ */
+export function isRankFileError(e) {
+  return e instanceof CoreError && !!e.side && !!e.path && /(^|\/)(dump|construct|stack)\.json$/.test(e.path) && !e.fatal;
 }
 
 /**
@@ -165,6 +198,7 @@ export function checkFirst(files) {
  * @property {() => {rankSize: string, tp: string, pp: string, vpp: string, order: string}} parallel  the parallel-merge fields' text
  * @property {(layout: LayoutPair | null, merge?: {ranks: number[], rank: number} | null) => void} selectors
  *   lists a layout's steps and ranks in the selectors (`merge`: the merged graphs instead of the ranks; null layout: empty them)
+ * @property {(step: number, rank: number) => void} choose  sets the selectors' values
  * @property {(result: RunResult) => Promise<unknown>} display  shows a result; resolves when its kept manual pairs are re-applied
  * @property {() => void} clear  shows nothing
  * @property {(notes?: Partial<Record<Side, string>>) => void} cards  the side cards' source lines (with a note)
@@ -297,6 +331,29 @@ export function createLoadController(store, client, ui, host, opts = {}) {
   }
 
   /**
+   * A run of the chosen (step, rank) failed on a file of its rank folders: the selectors mark that
+   * entry with the message (the others stay usable).
+   * @param {unknown} e @param {RunOptions | null} o
+   */
+  function noteRankError(e, o) {
+    if (!o || !isRankFileError(e)) return false;
+    const msg = /** @type {Error} */ (e).message;
+    store.set((s) => ({ rankErrors: new Map(s.rankErrors).set(pairKey(o.step, o.rank), msg) }));
+    return true;
+  }
+  /** A (step, rank) ran: its entry has no message. @param {RunOptions} o */
+  function clearRankError(o) {
+    const k = pairKey(o.step, o.rank);
+    if (get().rankErrors.has(k)) {
+      store.set((s) => {
+        const m = new Map(s.rankErrors);
+        m.delete(k);
+        return { rankErrors: m };
+      });
+    }
+  }
+
+  /**
    * Whether a side of a new load can be taken over from the shown result's session instead of being
    * sent (and parsed) again: its source is the one that session holds, in the same slot of the core (a
    * lone Bench folder sits in the npu slot, so it moves when an NPU folder joins it), and that session
@@ -313,7 +370,9 @@ export function createLoadController(store, client, ui, host, opts = {}) {
   /**
    * Reads the chosen sources into a fresh session and runs. A side the shown result's session holds
    * unchanged is adopted from it (`adoptSide`: not sent, read or parsed again). The shown result stays
-   * until this succeeds. A newly chosen side is parsed first (`check`).
+   * until this succeeds. A newly chosen single rank folder is parsed first (`check`); of a tree of
+   * rank folders only the chosen rank is parsed, by the run: the selectors list the tree's steps and
+   * ranks as soon as the files are listed.
    * @param {Side[]} changed
    */
   async function load(changed) {
@@ -323,8 +382,17 @@ export function createLoadController(store, client, ui, host, opts = {}) {
       // A load is running: terminate the worker (the old session goes with it) and start over.
       client.restart().catch(() => {});
     }
-    // Every load reads both sides afresh, so an earlier message of either side is obsolete.
-    store.set({ running: true, phase: 'loading', errors: {} });
+    // Every load reads both sides afresh, so an earlier message of either side is obsolete; a newly
+    // chosen folder has none of the old folder's broken ranks.
+    store.set((s) => ({
+      running: true, phase: 'loading',
+      errors: {},
+      rankErrors: changed.length ? new Map() : s.rankErrors,
+    }));
+    /** @type {RunOptions | null} */
+    let o = null;
+    /** @type {LayoutPair | null} */
+    let listed = null;
     try {
       const { sources } = get();
       if (!sources.npu && !sources.bench) {
@@ -352,7 +420,7 @@ export function createLoadController(store, client, ui, host, opts = {}) {
           await sendFiles(
             /** @type {any} */ (client), slot, src.files, (d, n) => seq === loadSeq && progress(stage, d, n), () => seq !== loadSeq, opts.chunkSize, opts.copyJson,
           );
-          // Parse a newly chosen side now, so a broken file shows before the other side is read.
+          // Parse a newly chosen rank folder now, so a broken file shows before the other side is read.
           if (changed.includes(side) && checkFirst(src.files) && seq === loadSeq) {
             const checking = side === 'npu' ? 'Checking NPU files' : 'Checking Bench files';
             progress(checking);
@@ -367,9 +435,10 @@ export function createLoadController(store, client, ui, host, opts = {}) {
       progress(STAGES.layout);
       const layout = await client.request({ type: 'layout' });
       if (seq !== loadSeq) return;
+      listed = layout;
       ui.selectors(layout);
       progress(STAGES.run);
-      const o = runOptions();
+      o = runOptions();
       const result = unpackRunResult(await client.request({ type: 'run', session: 'staging', options: o }, [], coreProgress(seq, STAGES.run, sources)));
       if (seq !== loadSeq) return;
       store.set({
@@ -381,6 +450,7 @@ export function createLoadController(store, client, ui, host, opts = {}) {
         sessionId: started.session,
         errors: {},
       });
+      clearRankError(o);
       ui.cards();
       showMerge(result);
       const reapply = ui.display(result);
@@ -395,10 +465,15 @@ export function createLoadController(store, client, ui, host, opts = {}) {
       const message = e instanceof Error ? e.message : String(e);
       setError(where, message);
       client.request({ type: 'discardStaging' }).catch(() => {});
+      // A broken rank folder of a tree: its entry in the selectors says so, and the tree's other
+      // ranks stay listed to be chosen (the next choice loads the folders again, with that rank).
+      const keepListed = !!listed && several(listed) && noteRankError(e, o);
       // Keep showing (and using) the previous result; the new choice stays on its card with the error,
       // so that choosing the other side next loads both.
-      if (s.runLayout) ui.selectors(s.runLayout);
-      if (s.result && s.mode === 'dump') showMerge(s.result);
+      if (!keepListed) {
+        if (s.runLayout) ui.selectors(s.runLayout);
+        if (s.result && s.mode === 'dump') showMerge(s.result);
+      }
       if (s.mode === 'dump') {
         ui.cards({
           npu: s.sources.npu !== s.applied.npu ? 'not shown: see the error' : undefined,
@@ -482,12 +557,17 @@ export function createLoadController(store, client, ui, host, opts = {}) {
     ui.stopDiagnosis();
     store.set({ running: true, phase: 'loading' });
     clearErrors(['load', 'mapping', 'parallel']);
+    /** @type {RunOptions | null} */
+    let o = null;
     try {
       progress(STAGES.run);
-      const o = runOptions();
+      o = runOptions();
       const result = unpackRunResult(await client.request({ type: 'run', session: 'current', options: o }, [], coreProgress(seq, STAGES.run, s.applied)));
       if (seq !== loadSeq) return;
       store.set({ runOpts: o });
+      clearRankError(o);
+      // A side's card may hold the message of a rank chosen before: this one ran.
+      clearErrors(['npu', 'bench']);
       showMerge(result);
       await ui.display(result);
     } catch (e) {
@@ -496,6 +576,9 @@ export function createLoadController(store, client, ui, host, opts = {}) {
       const where = errorPlace(e, []);
       setError(where, msg);
       log.errors.push({ where, message: msg });
+      // A broken rank folder: its entry is marked, and the selectors show the shown result's step and rank again.
+      const shown = get().runOpts;
+      if (noteRankError(e, o) && shown) ui.choose(shown.step, shown.mergedRank ?? shown.rank);
     } finally {
       if (seq === loadSeq) finished();
     }
@@ -533,6 +616,7 @@ export function createLoadController(store, client, ui, host, opts = {}) {
         sessionGen: client.generation,
         sessionId: -1,
         runLayout: layout,
+        rankErrors: new Map(),
       });
       // A new file starts at its first step and rank.
       ui.selectors(null);
