@@ -300,6 +300,7 @@ export function startApp(host) {
    * @param {{ranks: number[], rank: number} | null} [merge]
    */
   function updateSelectors(layout, merge) {
+    if (!merge) listedLayout = layout;
     if (!layout) {
       for (const id of ['step-select', 'rank-select']) $(id).replaceChildren();
       return;
@@ -328,6 +329,9 @@ export function startApp(host) {
     $('rank-wrap').hidden = !showRanks || ranks.size === 0;
     markRankErrors();
   }
+
+  /** @type {{npu: Layout | null, bench: Layout | null} | null} the layout the selectors list (a tree whose first rank is broken: not the shown one) */
+  let listedLayout = null;
 
   /** @param {HTMLSelectElement} el @param {number[]} values @param {string} label */
   function fillSelect(el, values, label) {
@@ -907,7 +911,7 @@ export function startApp(host) {
     } else if (!s.running) $('summary').textContent = t('No data loaded.');
     if (s.mode === 'dump') for (const side of SIDES) showSource(get(), side);
     renderMappingSelect();
-    if (s.runLayout) updateSelectors(s.runLayout);
+    if (listedLayout) updateSelectors(listedLayout);
     const micro = select$('micro-select').querySelector('option[value="-1"]');
     if (micro) micro.textContent = t('all');
     searchList.updateCount();

@@ -19,7 +19,10 @@ const RANK = { npu: path.join(MIX, 'npu', 'step0', 'proc23598'), bench: path.joi
 const RANKS = 16;
 const BROKEN = 9;
 
-/** `<tmp>/<side>/rank0 … rank15`, each a copy of the fixture's rank folder; the NPU rank 9's dump.json cut in half. */
+/**
+ * `<tmp>/<side>/rank0 … rank15`, each a copy of the fixture's rank folder; the NPU rank 9's dump.json
+ * cut in half. `<tmp>/first-broken/npu`: the same NPU tree with rank 0's dump.json cut in half too.
+ */
 function makeTree(tmp) {
   for (const side of ['npu', 'bench']) {
     for (let r = 0; r < RANKS; r++) {
@@ -28,9 +31,16 @@ function makeTree(tmp) {
       for (const f of ['construct.json', 'dump.json', 'stack.json']) fs.copyFileSync(path.join(RANK[side], f), path.join(dir, f));
     }
   }
-  const dump = path.join(tmp, 'npu', `rank${BROKEN}`, 'dump.json');
-  const bytes = fs.readFileSync(dump);
-  fs.writeFileSync(dump, bytes.subarray(0, Math.floor(bytes.length / 2)));
+  truncate(path.join(tmp, 'npu', `rank${BROKEN}`, 'dump.json'));
+  // A second NPU tree whose first rank (the one a fresh load runs) is the broken one.
+  fs.cpSync(path.join(tmp, 'npu'), path.join(tmp, 'first-broken', 'npu'), { recursive: true });
+  truncate(path.join(tmp, 'first-broken', 'npu', 'rank0', 'dump.json'));
+}
+
+/** Cuts a file in half. @param {string} file */
+function truncate(file) {
+  const bytes = fs.readFileSync(file);
+  fs.writeFileSync(file, bytes.subarray(0, Math.floor(bytes.length / 2)));
 }
 
 /**
@@ -218,6 +228,39 @@ describe('many rank folders', () => {
     assert.ok(leaf > 0);
     await page.evaluate((i) => window.__probelens.select('npu', i), leaf);
     await page.waitForFunction(() => document.querySelectorAll('#details-compare tr[data-side="npu"]').length > 0);
+    assertClean();
+    await context.close();
+  });
+
+  test('a fresh tree whose first rank is broken: its ranks stay listed (also after a language switch) and another rank loads', async () => {
+    const { page, context, assertClean } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    assert.equal(await waitLoad(page, 0), 'ready');
+    const demo = await resultSummary(page);
+    let n = await loads(page);
+    const ms = await dropTree(page, 'npu', path.join(tmp, 'first-broken', 'npu'), RANKS);
+    assert.ok(ms < 1000, `${ms.toFixed(0)} ms`);
+    await waitLoad(page, n);
+    let rs = await rankSelector(page);
+    assert.deepEqual([rs.value, rs.count, rs.marked.map((m) => m.value)], ['0', RANKS, ['0']]);
+    assert.match(rs.marked[0].title, /^npu\/rank0\/dump\.json: /);
+    assert.equal(await page.evaluate(() => document.getElementById('rank-select').classList.contains('has-error')), true, 'the chosen entry is the broken one');
+    assert.match((await visibleErrors(page)).join('\n'), /^npu-error: npu\/rank0\/dump\.json: /m);
+    assert.deepEqual(await resultSummary(page), demo, 'what was shown stays shown');
+    // A language switch draws the selectors again: the tree's ranks, still marked.
+    await page.click('#lang-btn');
+    rs = await rankSelector(page);
+    assert.equal(rs.count, RANKS);
+    assert.match(rs.marked[0].text, /⚠ 无法读取/);
+    await page.click('#lang-btn');
+    // Another rank: the tree loads (its build graph), rank 0 still marked.
+    assert.equal(await chooseRank(page, 1), 'ready');
+    assert.equal((await resultSummary(page)).graphType, 'build');
+    assert.equal(await page.evaluate(() => window.__probelens.state.runOpts.rank), 1);
+    assert.deepEqual(await visibleErrors(page), []);
+    rs = await rankSelector(page);
+    assert.deepEqual([rs.value, rs.marked.map((m) => m.value)], ['1', ['0']]);
+    assert.deepEqual(await readFiles(page), ['npu/rank1/construct.json', 'npu/rank1/dump.json', 'npu/rank1/stack.json']);
     assertClean();
     await context.close();
   });
