@@ -294,13 +294,20 @@ export function startApp(host) {
 
   // ---------------------------------------------------------------- the step and rank selectors
   /**
+   * What the selectors list, to draw them again in another language: a layout (a tree whose first
+   * rank is broken: not the shown result's) or a parallel merge's graphs.
+   * @type {{layout: {npu: Layout | null, bench: Layout | null} | null, merge: {ranks: number[], rank: number} | null}}
+   */
+  let listed = { layout: null, merge: null };
+
+  /**
    * Lists a layout's steps and ranks (or, with a parallel merge, the merged graphs of the step) in the
    * selectors; a rank whose folder could not be read is marked with its message.
    * @param {{npu: Layout | null, bench: Layout | null} | null} layout
    * @param {{ranks: number[], rank: number} | null} [merge]
    */
   function updateSelectors(layout, merge) {
-    if (!merge) listedLayout = layout;
+    listed = { layout, merge: merge ?? null };
     if (!layout) {
       for (const id of ['step-select', 'rank-select']) $(id).replaceChildren();
       return;
@@ -329,9 +336,6 @@ export function startApp(host) {
     $('rank-wrap').hidden = !showRanks || ranks.size === 0;
     markRankErrors();
   }
-
-  /** @type {{npu: Layout | null, bench: Layout | null} | null} the layout the selectors list (a tree whose first rank is broken: not the shown one) */
-  let listedLayout = null;
 
   /** @param {HTMLSelectElement} el @param {number[]} values @param {string} label */
   function fillSelect(el, values, label) {
@@ -911,7 +915,7 @@ export function startApp(host) {
     } else if (!s.running) $('summary').textContent = t('No data loaded.');
     if (s.mode === 'dump') for (const side of SIDES) showSource(get(), side);
     renderMappingSelect();
-    if (listedLayout) updateSelectors(listedLayout);
+    if (listed.layout) updateSelectors(listed.layout, listed.merge);
     const micro = select$('micro-select').querySelector('option[value="-1"]');
     if (micro) micro.textContent = t('all');
     searchList.updateCount();
