@@ -4,18 +4,21 @@
 // the folders are listed from the paths alone, and only the chosen rank is parsed, with progress.
 // A rank whose dump.json is truncated shows its error on its own entry of the selector (marked, the
 // message as its tooltip, the message on the card when chosen), and the other ranks stay usable.
-// Real wasm core in Chromium.
+// Real wasm core in Chromium. The page with the broken entry: tests/out/ranks-broken.png
+// (www/screenshots/ with UPDATE_SCREENSHOTS=1, for README-page.md).
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
-  FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, visibleErrors,
+  FIX, ROOT, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary, visibleErrors,
 } from './helpers.mjs';
 
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const RANK = { npu: path.join(MIX, 'npu', 'step0', 'proc23598'), bench: path.join(MIX, 'bench', 'step0', 'proc23368') };
+// README-page.md's screenshot is refreshed with UPDATE_SCREENSHOTS=1; other runs write tests/out/.
+const SHOTS = process.env.UPDATE_SCREENSHOTS ? path.join(ROOT, 'www', 'screenshots') : OUT;
 const RANKS = 16;
 const BROKEN = 9;
 
@@ -204,12 +207,13 @@ describe('many rank folders', () => {
     assert.match(errs[0], new RegExp(`^npu-error: npu/rank${BROKEN}/dump\\.json: `));
     assert.deepEqual(await resultSummary(page), five, 'rank 5 is still shown');
     assert.equal(await page.evaluate(() => window.__probelens.state.runOpts.rank), 5);
-    // A screenshot of the selector with the broken entry (shown as a list box for the picture).
-    await page.evaluate(() => {
-      /** @type {HTMLSelectElement} */ (document.getElementById('rank-select')).size = 17;
-    });
+    // A screenshot of the page with the selector's entries shown (headless screenshots do not draw
+    // a select's popup, so it is a list box for the picture), for README-page.md.
+    await page.evaluate((n) => {
+      /** @type {HTMLSelectElement} */ (document.getElementById('rank-select')).size = n;
+    }, RANKS + 1);
+    await page.screenshot({ path: path.join(SHOTS, 'ranks-broken.png') });
     await page.locator('#rank-wrap').screenshot({ path: path.join(OUT, 'ranks-selector-error.png') });
-    await page.locator('#loadbar').screenshot({ path: path.join(OUT, 'ranks-loadbar-error.png') });
     await page.evaluate(() => {
       /** @type {HTMLSelectElement} */ (document.getElementById('rank-select')).size = 0;
     });
