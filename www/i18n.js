@@ -74,6 +74,7 @@ export const ZH = {
   'rank size': '卡数',
   order: '顺序',
   'merged rank': '合并卡',
+  'cannot be read': '无法读取',
   '--rank_size/--tp/--pp/--vpp/--order: merge the ranks of the step into one graph per parallel group before comparing (one value for both sides, or NPU and Bench values separated by a space)':
     '--rank_size/--tp/--pp/--vpp/--order：比对前将该步的各卡按并行组合并为一张图（一个值用于两侧，或以空格分隔 NPU 与标杆的值）',
   '--rank_size: number of ranks of a side (empty: no merge)': '--rank_size：一侧的卡数（留空：不合并）',

@@ -21,6 +21,9 @@ const TWO = path.join(FIX, 'qwen_two_ranks');
 const MIX = path.join(FIX, 'qwen_mix_statistics');
 const BENCH_PROC = path.join(MIX, 'bench', 'step0', 'proc23368');
 
+/** The entries of a `jsonSizes` map under one folder. @param {Record<string, number>} sizes @param {string} prefix */
+const inFolder = (sizes, prefix) => Object.fromEntries(Object.entries(sizes).filter(([k]) => k.startsWith(prefix)));
+
 /** What the two side cards and the mapping card show. */
 async function cards(page) {
   return page.evaluate(() => ({
@@ -84,7 +87,7 @@ describe('the demo and the user\'s own folders', () => {
     assert.deepEqual(await page.locator('#rank-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
     let l = await lastLoad(page);
     assert.deepEqual([l.npu, l.bench], [['fileHandles'], []], 'only the NPU folder is sent, by handle');
-    assert.deepEqual(l.bytes, jsonSizes('npu', path.join(TWO, 'npu')), 'every NPU rank folder\'s JSON files read once (checked, then built)');
+    assert.deepEqual(l.bytes, inFolder(jsonSizes('npu', path.join(TWO, 'npu')), 'npu/step0/rank0/'), 'only the chosen rank folder\'s JSON files are read (the tree is listed, not parsed)');
 
     // (2) The Bench folder: the compare, with the NPU side adopted from the build's session (not sent,
     // its dump.json files not read again); msprobe's numbers without a mapping.
@@ -93,16 +96,25 @@ describe('the demo and the user\'s own folders', () => {
     l = await lastLoad(page);
     assert.deepEqual(l.npu, ['adoptSide'], 'the NPU side is adopted, none of its files sent');
     assert.deepEqual(l.bench, ['fileHandles']);
-    assert.deepEqual(l.bytes, jsonSizes('bench', path.join(TWO, 'bench')), 'only the Bench rank folders\' JSON files are read');
+    assert.deepEqual(l.bytes, inFolder(jsonSizes('bench', path.join(TWO, 'bench')), 'bench/step0/rank0/'), 'only the chosen Bench rank folder\'s JSON files are read');
     assert.equal(l.inits, 0, 'same worker');
     assert.deepEqual(await visibleErrors(page), []);
     assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'nomap', 0, 0);
-    // The adopted side's other rank folders serve a re-run (rank 1), still without reading.
+    // A re-run on another rank (rank 1) reads that rank's folders of both sides, each once; back on
+    // rank 0, nothing is read (a parsed rank folder is kept).
     let n = await loads(page);
     await page.selectOption('#rank-select', '1');
     await waitLoad(page, n);
     assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'nomap', 0, 1);
-    assert.deepEqual((await lastLoad(page)).bytes, {}, 'a re-run reads nothing');
+    assert.deepEqual((await lastLoad(page)).bytes, {
+      ...inFolder(jsonSizes('npu', path.join(TWO, 'npu')), 'npu/step0/rank1/'),
+      ...inFolder(jsonSizes('bench', path.join(TWO, 'bench')), 'bench/step0/rank1/'),
+    }, 'rank 1\'s folders read, each once');
+    n = await loads(page);
+    await page.selectOption('#rank-select', '0');
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'nomap', 0, 0);
+    assert.deepEqual((await lastLoad(page)).bytes, {}, 'a re-run of a parsed rank reads nothing');
 
     // (3) The Demo button: the whole demo pair again, with its mapping.
     n = await loads(page);

@@ -65,6 +65,11 @@ async function checkTp(page) {
   assert.deepEqual(merge, { ranks: [0], rank: 0 }, 'one TP group: one merged graph, exported as rank 0');
   assert.deepEqual(await rankOptions(page), ['merged rank 0'], 'the rank selector lists the merged graphs');
   assert.equal(await page.isHidden('#rank-wrap'), false);
+  // A language switch draws the selectors again: still the merged graphs.
+  await page.click('#lang-btn');
+  assert.deepEqual(await rankOptions(page), ['合并卡 0']);
+  await page.click('#lang-btn');
+  assert.deepEqual(await rankOptions(page), ['merged rank 0']);
   const sum = await resultSummary(page);
   const got = await names(page);
   for (const [side, source] of [['npu', 'NPU'], ['bench', 'Bench']]) {
