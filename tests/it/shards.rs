@@ -496,16 +496,18 @@ fn the_scheduler_recipes_give_the_single_runs_db() {
     assert_eq!(shards_env, completions.to_string(), "SHARDS = completions");
     // Fewer indexes than the file's 16 keep the test short: SHARDS and completions change together.
     let n = 3;
-    let env: Vec<(String, String)> = env
-        .into_iter()
-        .map(|(k, v)| {
-            if k == "SHARDS" {
-                (k, n.to_string())
-            } else {
-                (k, v)
-            }
-        })
-        .collect();
+    let with_n = |env: Vec<(String, String)>| -> Vec<(String, String)> {
+        env.into_iter()
+            .map(|(k, v)| {
+                if k == "SHARDS" {
+                    (k, n.to_string())
+                } else {
+                    (k, v)
+                }
+            })
+            .collect()
+    };
+    let env = with_n(env);
     for i in 0..n {
         sh(
             &cmd,
@@ -517,16 +519,7 @@ fn the_scheduler_recipes_give_the_single_runs_db() {
     let merge_job = &docs[1];
     for key in ["initContainers", "containers"] {
         let (cmd, env) = container(merge_job, key);
-        let env: Vec<(String, String)> = local(env)
-            .into_iter()
-            .map(|(k, v)| {
-                if k == "SHARDS" {
-                    (k, n.to_string())
-                } else {
-                    (k, v)
-                }
-            })
-            .collect();
+        let env = with_n(local(env));
         sh(&cmd, &env, &[], key);
     }
     assert_eq!(read_db(&the_db(&out), &f), want, "Kubernetes recipe");

@@ -630,13 +630,22 @@ export function createLoadController(store, client, ui, host, opts = {}) {
       ui.display(result);
       ui.loaded();
     } catch (e) {
-      if (seq !== loadSeq || (e instanceof CoreError && e.cancelled)) return;
-      const msg = e instanceof Error ? e.message : String(e);
-      setError('vis', msg);
-      log.errors.push({ where: 'vis', message: msg });
+      visFailed(seq, e);
     } finally {
       if (seq === loadSeq) finished();
     }
+  }
+
+  /**
+   * A failed `.vis` request, unless a newer load replaced it or it was cancelled: the message on the
+   * file's card and in the log.
+   * @param {number} seq @param {unknown} e
+   */
+  function visFailed(seq, e) {
+    if (seq !== loadSeq || (e instanceof CoreError && e.cancelled)) return;
+    const msg = e instanceof Error ? e.message : String(e);
+    setError('vis', msg);
+    log.errors.push({ where: 'vis', message: msg });
   }
 
   /** Shows another step/rank of the opened file. */
@@ -651,10 +660,7 @@ export function createLoadController(store, client, ui, host, opts = {}) {
       if (seq !== loadSeq) return;
       ui.display(result);
     } catch (e) {
-      if (seq !== loadSeq || (e instanceof CoreError && e.cancelled)) return;
-      const msg = e instanceof Error ? e.message : String(e);
-      setError('vis', msg);
-      log.errors.push({ where: 'vis', message: msg });
+      visFailed(seq, e);
     } finally {
       if (seq === loadSeq) finished();
     }
