@@ -100,6 +100,9 @@ describe('layout: the graphs are the page', () => {
       assert.ok(m.ratio >= min, `canvas area ${(m.ratio * 100).toFixed(1)} % < ${min * 100} %`);
       assert.ok(m.scrollY <= 0 && m.scrollX <= 0, `no page scroll (${m.scrollX}, ${m.scrollY})`);
       assert.equal(await page.locator('#loadbar.compact').count(), 1, 'the inputs folded into one bar');
+      // The top bar's summary gives way first: the legend (every class and its count) stays whole.
+      const clipped = await page.evaluate(() => { const l = /** @type {HTMLElement} */ (document.getElementById('legend')); return l.scrollWidth - l.clientWidth; });
+      assert.ok(clipped <= 0, `the legend is clipped by ${clipped} px`);
       if (w !== 2560) await page.screenshot({ path: path.join(SHOTS, `page-${w}x${h}.png`) });
       // One click opens the inputs (folders, mapping, options) again.
       await page.click('#load-toggle');
