@@ -7,12 +7,13 @@ import path from 'node:path';
 import http from 'node:http';
 import os from 'node:os';
 import zlib from 'node:zlib';
+import { spawnSync } from 'node:child_process';
 import initSqlJs from 'sql.js';
 import { writeSyntheticDump } from './synth.mjs';
 import {
   FIX, OUT, requireBuild, launch, startServer, openPage, servedAllowlist, loads, waitLoad, resultSummary,
   reference, expectedClasses, readOutline, indexOf, assertUnmatchUndoKeepsMetrics, assertMatchesReference,
-  recordSent, resetSent, lastLoad, openInputs,
+  recordSent, resetSent, lastLoad, openInputs, cliBinary,
 } from './helpers.mjs';
 
 const ROOT_DIR = path.resolve(FIX, '..', '..');
@@ -539,6 +540,31 @@ describe('served site', () => {
     await page.screenshot({ path: path.join(OUT, 'served-two-ranks.png') });
     assertClean();
     await context.close();
+  });
+
+  test('a shard\'s partial db (graph_visualize --shard 1/2) opens with its own steps and ranks', async () => {
+    // Shard 1 of 2 of the two-rank pair holds step 1's two ranks; its tb_config lists them alone.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'probelens-shard-'));
+    const r = spawnSync(cliBinary(), ['graph_visualize', '-tp', 'npu', '-gp', 'bench', '-lm', 'layer_mapping.yaml',
+      '-o', dir, '--no-progress', '--shard', '1/2'], { cwd: TWO, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const db = path.join(dir, 'compare_shard1of2.vis.db');
+    const { page, assertClean, context } = await openPage(browser, servedAllowlist(server.url));
+    await page.goto(server.url);
+    await waitLoad(page, 0);
+    let n = await loads(page);
+    await page.setInputFiles('#vis-file', db);
+    await waitLoad(page, n);
+    assert.deepEqual(await page.locator('#step-select option').evaluateAll((os) => os.map((o) => o.value)), ['1']);
+    assert.deepEqual(await page.locator('#rank-select option').evaluateAll((os) => os.map((o) => o.value)), ['0', '1']);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 1, 0);
+    n = await loads(page);
+    await page.selectOption('#rank-select', '1');
+    await waitLoad(page, n);
+    assertMatchesReference(await resultSummary(page), 'qwen_two_ranks', 'map', 1, 1);
+    assertClean();
+    await context.close();
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   test('one side alone is a build graph', async () => {
