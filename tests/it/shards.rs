@@ -177,7 +177,11 @@ fn bad_shards_are_refused() {
             "shard 0/2 is given twice",
         ),
         (vec![p("nothing.vis.db")], "nothing.vis.db"),
+        (vec![p("text.vis.db")], "text.vis.db: not a SQLite database"),
+        (vec![p("cut.vis.db")], "cut.vis.db: not a SQLite database"),
     ];
+    std::fs::write(shards.join("text.vis.db"), "not a database at all\n").unwrap();
+    std::fs::write(shards.join("cut.vis.db"), b"SQLite").unwrap();
     for (inputs, want) in cases {
         let mut args: Vec<&str> = vec!["merge-db", "-o", &out];
         args.extend(inputs.iter().map(String::as_str));

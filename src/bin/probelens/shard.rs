@@ -270,6 +270,15 @@ fn open_parts(inputs: &[PathBuf]) -> Result<Vec<Part>> {
         if !path.is_file() {
             return Err(Error::file_not_found(shown));
         }
+        let mut head = [0u8; 16];
+        let read = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+        if read.is_err() || &head != b"SQLite format 3\0" {
+            return Err(Error::input(
+                shown,
+                "not a SQLite database (a partial db of `graph_visualize --shard I/N` is one)",
+            ));
+        }
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|e| Error::input(shown.clone(), format!("cannot open: {e}")))?;
         let meta = read_meta(path, &conn)?;
