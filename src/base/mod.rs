@@ -29,6 +29,14 @@ pub trait Files {
     }
 }
 
+/// FNV-1a, 64 bits: a hash of bytes that is the same in every process and on every machine (the
+/// core's `HashMap` is seeded per process).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// `dir/name` (`name` alone in the root, `""`).
 pub fn join_path(dir: &str, name: &str) -> String {
     if dir.is_empty() {

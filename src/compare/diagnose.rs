@@ -306,11 +306,9 @@ fn numel(p: Option<&Py>, store: &Store) -> Option<u64> {
     }
 }
 
+/// A text's key (an md5 text, a dtype): stable across runs.
 fn hash_str(s: &str) -> u64 {
-    // FNV-1a: stable across runs (the key of an md5 text).
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    crate::base::fnv1a(s.as_bytes())
 }
 
 /// The summary of a tensor item (None for scalars, None-valued slots and non-tensors).

@@ -16,10 +16,7 @@ use probelens::run::{self, Checkers, PairPlan, Plan, RunOptions};
 use std::time::Instant;
 
 /// What a unit of `diagnose` gives: messages for stderr, and its pairs' diagnoses.
-type UnitOut = (
-    Vec<String>,
-    Vec<probelens::compare::diagnose::PairDiagnosis>,
-);
+type UnitOut = (Vec<String>, Vec<PairDiagnosis>);
 
 pub(crate) const DIAGNOSE_USAGE: &str = "usage: probelens diagnose -tp TARGET_PATH -gp GOLDEN_PATH [-lm [LAYER_MAPPING]] [-fm] \
 [-oc] [--top K] [--json] [--steps LIST] [--ranks LIST] [-j N] [--max-memory SIZE] [--shard I/N] [--rank_size N [N] --tp N [N] --pp N [N] [--vpp N [N]] [--order S [S]]]
@@ -204,7 +201,7 @@ fn diagnose_part(a: &Args, top: usize, trace: bool, index: usize, count: usize) 
 
 /// `diagnose --merge`: the run's diagnosis from the parts of its N shards (each once).
 fn merge_parts(paths: &[std::path::PathBuf], top: usize) -> Result<Diagnosis> {
-    let mut parts: Vec<(usize, usize, &std::path::Path, Part)> = Vec::new();
+    let mut parts: Vec<Given> = Vec::new();
     for p in paths {
         let shown = p.display().to_string();
         let text = std::fs::read(p).map_err(|e| match e.kind() {
@@ -223,48 +220,45 @@ fn merge_parts(paths: &[std::path::PathBuf], top: usize) -> Result<Diagnosis> {
         })?;
         let (index, count) = crate::args::parse_shard(&part.shard)
             .map_err(|e| Error::input(shown.clone(), format!("shard: {e}")))?;
-        if let Some((_, c, q, first)) = parts.first() {
-            if *c != count || first.run != part.run || first.units != part.units {
-                return Err(Error::input(
-                    shown,
-                    format!(
-                        "part {index}/{count} is of another run than {}: its options, dumps or shard count differ",
-                        q.display()
-                    ),
-                ));
-            }
-        }
-        if let Some((_, _, q, _)) = parts.iter().find(|x| x.0 == index) {
-            return Err(Error::input(
-                shown,
-                format!("part {index}/{count} is given twice (also {})", q.display()),
-            ));
-        }
-        parts.push((index, count, p, part));
+        let new = Given {
+            index,
+            count,
+            path: p,
+            part,
+        };
+        shard::admit(parts.iter().map(Given::piece), &new.piece(), "part")?;
+        parts.push(new);
     }
-    let count = parts.first().map_or(0, |x| x.1);
-    let missing: Vec<String> = (0..count)
-        .filter(|i| !parts.iter().any(|x| x.0 == *i))
-        .map(|i| {
-            format!(
-                "part {i}/{count} ({})",
-                shard::describe(&parts[0].3.units, i, count)
-            )
-        })
-        .collect();
-    if !missing.is_empty() {
-        return Err(Error::input(
-            "--merge",
-            format!(
-                "{} of {count} parts missing: {}. Run those shards again (`--shard I/{count} --json`) and merge all {count}",
-                missing.len(),
-                missing.join(", ")
-            ),
-        ));
-    }
-    parts.sort_by_key(|x| x.0);
-    let pairs: Vec<PairDiagnosis> = parts.into_iter().flat_map(|x| x.3.pairs).collect();
+    let count = parts.first().map_or(0, |x| x.count);
+    shard::none_missing(
+        parts.iter().map(Given::piece),
+        "--merge",
+        "part",
+        &format!("Run those shards again (`--shard I/{count} --json`)"),
+    )?;
+    parts.sort_by_key(|x| x.index);
+    let pairs: Vec<PairDiagnosis> = parts.into_iter().flat_map(|x| x.part.pairs).collect();
     Ok(Diagnosis::merge(&pairs, top))
+}
+
+/// A part given to `--merge`, with its shard and file.
+struct Given<'a> {
+    index: usize,
+    count: usize,
+    path: &'a std::path::Path,
+    part: Part,
+}
+
+impl Given<'_> {
+    fn piece(&self) -> shard::Piece<'_> {
+        shard::Piece {
+            index: self.index,
+            count: self.count,
+            run: &self.part.run,
+            units: &self.part.units,
+            path: self.path,
+        }
+    }
 }
 
 /// Diagnoses every pair of the plan (of `--shard`'s slice): the whole plan's units and the pairs'

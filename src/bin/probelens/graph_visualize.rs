@@ -121,13 +121,8 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
     let keys_path = db_path.with_extension("db.keys");
     let _ = std::fs::remove_file(&keys_path);
     let _keys_part = PartFile(keys_path.clone());
-    let (db, leaves_out) = create_db(
-        &db_path,
-        &tmp_path,
-        &keys_path,
-        true,
-        Budget::new(a.jobs, a.max_memory).keys,
-    )?;
+    let budget = Budget::new(a.jobs, a.max_memory);
+    let (db, leaves_out) = create_db(&db_path, &tmp_path, &keys_path, true, budget.keys)?;
     let mut progress = Progress::new(
         !a.no_progress && std::io::stderr().is_terminal(),
         a.progress_log,
@@ -141,7 +136,7 @@ pub(crate) fn graph_visualize(a: &Args) -> Result<PathBuf> {
         plan: &plan,
         parallel: parallel.as_deref(),
         opts: &opts,
-        budget: Budget::new(a.jobs, a.max_memory),
+        budget,
     };
     // Rows are formatted, encoded and packed into pages by each unit's formatting threads
     // (`export_graphs`), which share the writer.
@@ -334,7 +329,7 @@ pub(crate) fn run_fingerprint(a: &Args) -> Result<String> {
         Some(Some(p)) => {
             let bytes = std::fs::read(p)
                 .map_err(|e| Error::input(p.display().to_string(), format!("cannot read: {e}")))?;
-            format!("{:016x}", fnv1a(&bytes))
+            format!("{:016x}", probelens::base::fnv1a(&bytes))
         }
     };
     Ok(format!(
@@ -351,13 +346,6 @@ pub(crate) fn run_fingerprint(a: &Args) -> Result<String> {
         a.steps,
         a.ranks
     ))
-}
-
-/// FNV-1a, 64 bits: a fingerprint of a file's bytes.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// What a unit leaves for the end once its rows are written: each pair's, and (compare, mode,

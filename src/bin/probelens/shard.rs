@@ -255,6 +255,96 @@ pub(crate) fn merge_db_main(argv: &[String]) -> i32 {
     }
 }
 
+/// One piece of a sharded run, a partial db or a `diagnose` part: what the checks that the pieces
+/// given are the N pieces of one run, each once, look at.
+pub(crate) struct Piece<'a> {
+    pub(crate) index: usize,
+    pub(crate) count: usize,
+    /// The run's options ([`Meta::run`]).
+    pub(crate) run: &'a str,
+    /// The whole plan's units.
+    pub(crate) units: &'a [UnitKey],
+    pub(crate) path: &'a Path,
+}
+
+impl<'a> Piece<'a> {
+    fn of(meta: &'a Meta, path: &'a Path) -> Piece<'a> {
+        Piece {
+            index: meta.index,
+            count: meta.count,
+            run: &meta.run,
+            units: &meta.units,
+            path,
+        }
+    }
+}
+
+/// `new` beside the pieces `taken` so far (`noun`: "shard" or "part"): an error naming its file
+/// when it is of another run than the first, or its index is taken.
+pub(crate) fn admit<'a>(
+    taken: impl Iterator<Item = Piece<'a>>,
+    new: &Piece,
+    noun: &str,
+) -> Result<()> {
+    let shown = || new.path.display().to_string();
+    for (k, t) in taken.enumerate() {
+        if k == 0 && (new.count != t.count || new.run != t.run || new.units != t.units) {
+            return Err(Error::input(
+                shown(),
+                format!(
+                    "{noun} {}/{} is of another run than {} ({noun} {}/{}): its options, dumps or shard count differ",
+                    new.index,
+                    new.count,
+                    t.path.display(),
+                    t.index,
+                    t.count
+                ),
+            ));
+        }
+        if t.index == new.index {
+            return Err(Error::input(
+                shown(),
+                format!(
+                    "{noun} {}/{} is given twice (also {})",
+                    new.index,
+                    new.count,
+                    t.path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An error (at `place`) naming the pieces of the run that none of `taken` (admitted, at least
+/// one) is, with their ranks, and `again`: how to make them.
+pub(crate) fn none_missing<'a>(
+    taken: impl Iterator<Item = Piece<'a>> + Clone,
+    place: &str,
+    noun: &str,
+    again: &str,
+) -> Result<()> {
+    let Some(first) = taken.clone().next() else {
+        return Ok(());
+    };
+    let count = first.count;
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !taken.clone().any(|p| p.index == *i))
+        .map(|i| format!("{noun} {i}/{count} ({})", describe(first.units, i, count)))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::input(
+        place,
+        format!(
+            "{} of {count} {noun}s missing: {}. {again} and merge all {count}",
+            missing.len(),
+            missing.join(", ")
+        ),
+    ))
+}
+
 /// A partial db opened for reading, with its meta.
 struct Part {
     path: PathBuf,
@@ -282,35 +372,12 @@ fn open_parts(inputs: &[PathBuf]) -> Result<Vec<Part>> {
         let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|e| Error::input(shown.clone(), format!("cannot open: {e}")))?;
         let meta = read_meta(path, &conn)?;
-        if let Some(first) = parts.first() {
-            if meta.count != first.meta.count
-                || meta.run != first.meta.run
-                || meta.units != first.meta.units
-            {
-                return Err(Error::input(
-                    shown,
-                    format!(
-                        "shard {}/{} is of another run than {} (shard {}/{}): its options, dumps or shard count differ",
-                        meta.index,
-                        meta.count,
-                        first.path.display(),
-                        first.meta.index,
-                        first.meta.count
-                    ),
-                ));
-            }
-        }
-        if let Some(same) = parts.iter().find(|p| p.meta.index == meta.index) {
-            return Err(Error::input(
-                shown,
-                format!(
-                    "shard {}/{} is given twice (also {})",
-                    meta.index,
-                    meta.count,
-                    same.path.display()
-                ),
-            ));
-        }
+        let new = Piece::of(&meta, path);
+        admit(
+            parts.iter().map(|p| Piece::of(&p.meta, &p.path)),
+            &new,
+            "shard",
+        )?;
         parts.push(Part {
             path: path.clone(),
             conn,
@@ -318,24 +385,12 @@ fn open_parts(inputs: &[PathBuf]) -> Result<Vec<Part>> {
         });
     }
     let count = parts[0].meta.count;
-    let missing: Vec<usize> = (0..count)
-        .filter(|i| !parts.iter().any(|p| p.meta.index == *i))
-        .collect();
-    if !missing.is_empty() {
-        let units = &parts[0].meta.units;
-        let list: Vec<String> = missing
-            .iter()
-            .map(|i| format!("shard {i}/{count} ({})", describe(units, *i, count)))
-            .collect();
-        return Err(Error::input(
-            "merge-db",
-            format!(
-                "{} of {count} shards missing: {}. Run them again (`--shard I/{count}`, the same command otherwise) and merge all {count}",
-                missing.len(),
-                list.join(", ")
-            ),
-        ));
-    }
+    none_missing(
+        parts.iter().map(|p| Piece::of(&p.meta, &p.path)),
+        "merge-db",
+        "shard",
+        &format!("Run them again (`--shard I/{count}`, the same command otherwise)"),
+    )?;
     parts.sort_by_key(|p| p.meta.index);
     Ok(parts)
 }
