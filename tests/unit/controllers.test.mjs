@@ -8,33 +8,10 @@ import { createManualController, twinName, recursivePlan, runKey, MANUAL_INITIAL
 import { createLayoutController, readLayout, defaultsFor, LAYOUT_DEFAULTS, LAYOUT_KEY } from '../../www/controllers/layout.js';
 import { stackOf, templateFor, createOfferController } from '../../www/controllers/frameworks.js';
 import { classify } from '../../www/colors.js';
+import { graph } from './graphs.mjs';
 import { parseHash, buildHash, MAX_OPEN } from '../../www/controllers/hash.js';
 import { slotOf, sideOfSlot, errorPlaceOf, parallelOptionsOf } from '../../www/controllers/load.js';
 
-/** A graph of names in pre-order with parents; node type 0 for `Module.` names, else 1. */
-function graph(rows) {
-  const names = rows.map(([n]) => n);
-  const parent = Int32Array.from(rows.map(([, p]) => p));
-  const n = names.length;
-  const subtreeEnd = new Int32Array(n);
-  for (let i = n - 1; i >= 0; i--) {
-    let e = i + 1;
-    while (e < n && isDesc(parent, e, i)) e++;
-    subtreeEnd[i] = e;
-  }
-  return {
-    names, parent, subtreeEnd,
-    nodeType: Uint8Array.from(names.map((x) => (x.startsWith('Module.') || x === 'root' ? 0 : 1))),
-    precision: new Float64Array(n).fill(NaN),
-    overflow: new Array(n).fill(null),
-    matched: new Int32Array(n).fill(-1),
-    microStep: new Int32Array(n),
-  };
-}
-function isDesc(parent, c, a) {
-  for (let p = parent[c]; p >= 0; p = parent[p]) if (p === a) return true;
-  return false;
-}
 
 const NPU = [
   ['root', -1],

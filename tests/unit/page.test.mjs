@@ -17,36 +17,10 @@ import {
 import { createSelectionController } from '../../www/controllers/selection.js';
 import { createToolsController, TOOLS_INITIAL, filterKinds } from '../../www/controllers/tools.js';
 import { classify } from '../../www/colors.js';
+import { graph } from './graphs.mjs';
 import { createHashController, parseHash, viewOf } from '../../www/controllers/hash.js';
 
-// ---------------------------------------------------------------- small graphs
-
-/** A graph of [name, parent] rows in pre-order. */
-function graph(rows) {
-  const names = rows.map(([n]) => n);
-  const parent = Int32Array.from(rows.map(([, p]) => p));
-  const n = names.length;
-  const subtreeEnd = new Int32Array(n);
-  for (let i = n - 1; i >= 0; i--) {
-    let e = i + 1;
-    for (;;) {
-      if (e >= n) break;
-      let p = parent[e];
-      while (p >= 0 && p !== i) p = parent[p];
-      if (p !== i) break;
-      e++;
-    }
-    subtreeEnd[i] = e;
-  }
-  return {
-    names, parent, subtreeEnd,
-    nodeType: Uint8Array.from(names.map((x) => (x.startsWith('Module.') || x === 'root' ? 0 : 1))),
-    precision: new Float64Array(n).fill(NaN),
-    overflow: new Array(n).fill(null),
-    matched: new Int32Array(n).fill(-1),
-    microStep: new Int32Array(n),
-  };
-}
+// ---------------------------------------------------------------- small graphs (./graphs.mjs)
 
 const ROWS = [
   ['root', -1],
